@@ -1,0 +1,36 @@
+# The two commands: `make demo` (the main job on the embedded default) and
+# `make test` (the test suite). Both create and use the project's virtualenv.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+WORKDIR ?= demo_workdir
+PYTEST_ARGS ?=
+
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: venv demo test test-slow bench clean
+
+$(STAMP): setup.py constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip<27"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m i2a.demo --workdir=$(WORKDIR)
+
+# pytest exits 5 when nothing is collected: that is a failure here too.
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) $(WORKDIR) .pytest_cache

@@ -1,0 +1,48 @@
+"""Config of `python -m i2a.collect`: which environment, policy and budget.
+
+Presets: tiny (tests, MiniPacman), minipacman, small (MsPacman at 104x80, the
+CPU demo), paper (MsPacman at 200x160). Use --config=configs/collect.py:small.
+"""
+
+import ml_collections
+
+from configs import common
+
+PRESETS = ("small", "tiny", "minipacman", "paper")
+
+
+def get_config(preset: str = "") -> ml_collections.ConfigDict:
+  preset = common.check_preset(preset, PRESETS, "configs/collect.py")
+  config = ml_collections.ConfigDict()
+  config.preset = preset
+  config.protocol = common.protocol_config(
+      {"tiny": "minipacman"}.get(preset, preset))
+  config.policy = "random"  # 'random' (uniform over the action set)
+  config.num_envs = 8
+  config.train_steps = 30_000  # primitive (agent) steps over all envs
+  config.test_steps = 3_000
+  config.seed = 0  # train env i is seeded seed + i
+  config.test_seed = 1_000_000  # test env i: test_seed + i (disjoint)
+  config.steps_per_shard = 20_000
+  config.asynchronous = False  # gymnasium AsyncVectorEnv (one process per env)
+  # Windows streamed to the Reverb `sequences` table while collecting.
+  config.sequence = ml_collections.ConfigDict(
+      dict(context_length=3, T=10, jump=1, stride=1))
+  config.reverb_max_size = 100_000
+  if preset == "tiny":
+    config.num_envs = 2
+    config.train_steps = 600
+    config.test_steps = 200
+    config.sequence.T = 3
+    config.steps_per_shard = 256
+  elif preset == "minipacman":
+    config.protocol.env_id = "MiniPacman-avoid-v0"
+    config.train_steps = 50_000
+    config.test_steps = 5_000
+  elif preset == "small":
+    config.sequence.jump = 3
+  elif preset == "paper":
+    config.sequence.jump = 3
+    config.train_steps = 1_000_000
+    config.test_steps = 50_000
+  return config

@@ -1,0 +1,290 @@
+"""The environment-model interface: what every envmodel kind provides.
+
+Data flow: `i2a.pretrain` trains an `EnvModel` with `loss(batch)`; the trained
+module is exported (`envmodels.export`) and loaded frozen by agents, which
+only ever call `initial_state`, `step`, `render` and `rollout`.
+
+Conventions (see README.md, "Sequences"):
+  * A batch of sequences is a dict with
+      observation uint8   [B, L, H, W, C]
+      action      int32   [B, L, c]      (c = jump; action[:, i] is taken at
+                                          observation[:, i])
+      reward      float32 [B, L]         (reward[:, i] led to observation[:, i])
+      discount    float32 [B, L]
+    with L = context_length + T. The model sees observations [:, :k] as
+    context (k = context_length) and predicts observations [:, k:] and
+    rewards [:, k:] from actions [:, k-1:L-1].
+  * One model step is one jumpy step: c primitive actions.
+  * Actions come as int32 [B, c] (or [B] when c == 1), or as float32
+    probabilities [B, c, A] (or [B, A] when c == 1), the relaxed query used by
+    the learning-to-query rollout policy; both are encoded as a [B, c * A]
+    vector tiled over the state's feature map.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import sonnet as snt
+import tensorflow as tf
+
+# Version of the export format (spec.json + variables). Bump on any change
+# that an older `envmodels.load` could not read.
+FORMAT_VERSION = 1
+
+State = Any  # A nest of tensors, each with a leading batch axis.
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvModelSpec:
+  """What an agent needs to know about a model to use it."""
+  kind: str
+  observation_shape: Tuple[int, int, int]  # (H, W, C)
+  num_actions: int  # primitive actions
+  jump: int  # c: primitive actions per model step
+  context_length: int  # number of context frames for `initial_state`
+  action_free: bool = False
+  version: int = FORMAT_VERSION
+
+  def to_json(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, data: Dict[str, Any]) -> "EnvModelSpec":
+    data = dict(data)
+    data["observation_shape"] = tuple(data["observation_shape"])
+    return cls(**data)
+
+
+class StepOutput(NamedTuple):
+  reward: tf.Tensor  # float32 [B]: expected reward of this (jumpy) step
+  features: tf.Tensor  # float32 [B, h, w, d]: the abstract imagination
+
+
+class Rollout(NamedTuple):
+  features: tf.Tensor  # float32 [B, T, h, w, d]
+  rewards: tf.Tensor  # float32 [B, T]
+  frames: Optional[tf.Tensor]  # float32 [B, T, H, W, C] in [0, 1], or None
+
+
+class LossOutput(NamedTuple):
+  loss: tf.Tensor  # scalar, minimised by the trainer
+  metrics: Dict[str, tf.Tensor]  # scalars for logging (nats, KL, ...)
+
+
+def _shape_error(what: str, expected: str, given: tf.TensorShape) -> ValueError:
+  return ValueError(
+      f"{what}: expected shape {expected}, given {given.as_list()}. "
+      "Check the model's spec (envmodels.load(...).spec).")
+
+
+class EnvModel(snt.Module, abc.ABC):
+  """Base class of every environment model kind.
+
+  Subclasses implement `_initial_state`, `_step`, `_render` and `loss`; this
+  class validates shapes (in eager and tf.function code alike, from static
+  shapes) and encodes actions.
+  """
+
+  def __init__(self, spec: EnvModelSpec, seed: int = 0,
+               name: Optional[str] = None):
+    super().__init__(name=name)
+    if spec.jump < 1:
+      raise ValueError(f"jump must be >= 1, given {spec.jump}.")
+    if spec.context_length < 1:
+      raise ValueError(
+          f"context_length must be >= 1, given {spec.context_length}.")
+    height, width, _ = spec.observation_shape
+    if height % 8 or width % 8:
+      raise ValueError(
+          f"observation height and width must be multiples of 8, given "
+          f"{spec.observation_shape}; pick a protocol observation size "
+          "such as (104, 80) or (200, 160).")
+    self.spec = spec
+    self._rng = tf.random.Generator.from_seed(seed)
+
+  # -- Public API (the envmodels contract) ---------------------------------
+
+  def initial_state(self, observations: tf.Tensor) -> State:
+    """uint8 [B, context_length, H, W, C] -> state."""
+    observations = tf.convert_to_tensor(observations)
+    expected = (self.spec.context_length,) + tuple(self.spec.observation_shape)
+    if (observations.shape.rank != 5 or
+        not observations.shape[1:].is_compatible_with(expected)):
+      raise _shape_error("initial_state observations",
+                         f"[B, {', '.join(map(str, expected))}]",
+                         observations.shape)
+    return self._initial_state(observations)
+
+  def step(self, state: State, actions: tf.Tensor) -> Tuple[State, StepOutput]:
+    """One model step (c primitive actions): (state, actions) -> (state, out)."""
+    return self._step(state, self.encode_actions(actions))
+
+  def render(self, state: State) -> tf.Tensor:
+    """state -> float32 [B, H, W, C] in [0, 1] (the decoder's mean)."""
+    return self._render(state)
+
+  def rollout(self, state: State, actions: tf.Tensor,
+              render: bool = False) -> Rollout:
+    """Runs T steps: actions [B, T, c] int32 or [B, T, c, A] float32.
+
+    Returns features [B, T, ...], rewards [B, T] and, with render=True,
+    frames [B, T, H, W, C].
+    """
+    actions = tf.convert_to_tensor(actions)
+    if actions.shape.rank is None or actions.shape.rank < 2:
+      raise _shape_error("rollout actions", "[B, T, c] or [B, T, c, A]",
+                         actions.shape)
+    num_steps = actions.shape[1]
+    if num_steps is None:
+      raise ValueError("rollout actions need a static T axis (axis 1), given "
+                       f"{actions.shape.as_list()}.")
+    features, rewards, frames = [], [], []
+    for t in range(num_steps):
+      state, out = self.step(state, actions[:, t])
+      features.append(out.features)
+      rewards.append(out.reward)
+      if render:
+        frames.append(self.render(state))
+    return Rollout(
+        features=tf.stack(features, axis=1),
+        rewards=tf.stack(rewards, axis=1),
+        frames=tf.stack(frames, axis=1) if render else None)
+
+  @abc.abstractmethod
+  def loss(self, batch: Dict[str, tf.Tensor], **knobs: Any) -> LossOutput:
+    """Training loss on a batch of sequences (see module docstring)."""
+
+  @property
+  def uses_actions(self) -> bool:
+    """Whether step outputs depend on the actions (so gradients reach
+    relaxed actions). False for action-free models; kinds that ignore
+    actions by design (the VAE baseline) override it."""
+    return not self.spec.action_free
+
+  @classmethod
+  def tiny_hyperparameters(cls) -> Dict[str, Any]:
+    """Hyperparameters with tiny sizes, for tests and debugging (the
+    conformance suite builds every kind with them). Default: {}."""
+    return {}
+
+  def create_variables(self) -> None:
+    """Creates every (lazy Sonnet) variable by running the model once.
+
+    Runs initial_state, step, render and loss on zero inputs of the spec's
+    shapes (batch 1, T = 1), so that a checkpoint can be restored into a
+    freshly built model (`envmodels.load`). The random generator's state is
+    put back afterwards. Kinds whose variables need other calls override it.
+    """
+    height, width, channels = self.spec.observation_shape
+    k, c = self.spec.context_length, self.spec.jump
+    rng_state = tf.identity(self._rng.state)
+    state = self.initial_state(
+        tf.zeros([1, k, height, width, channels], tf.uint8))
+    state, _ = self.step(state, tf.zeros([1, c], tf.int32))
+    self.render(state)
+    length = k + 1
+    self.loss({
+        "observation": tf.zeros([1, length, height, width, channels],
+                                tf.uint8),
+        "action": tf.zeros([1, length, c], tf.int32),
+        "reward": tf.zeros([1, length], tf.float32),
+        "discount": tf.ones([1, length], tf.float32),
+    })
+    self._rng.state.assign(rng_state)
+
+  def check_batch(self, batch: Dict[str, tf.Tensor]) -> int:
+    """Validates a training batch (module docstring) and returns T.
+
+    Needs static sequence length L = context_length + T (T >= 1); the batch
+    axis may be None (tf.function with TensorSpec(None, ...)).
+    """
+    missing = [key for key in ("observation", "action", "reward")
+               if key not in batch]
+    if missing:
+      raise ValueError(f"loss batch: missing keys {missing}; expected a dict "
+                       "with 'observation', 'action', 'reward' (and "
+                       f"'discount'), given keys {sorted(batch)}.")
+    k, c = self.spec.context_length, self.spec.jump
+    observation = tf.convert_to_tensor(batch["observation"])
+    length = observation.shape[1] if observation.shape.rank == 5 else None
+    frame = tuple(self.spec.observation_shape)
+    if (observation.shape.rank != 5 or length is None or length <= k or
+        not observation.shape[2:].is_compatible_with(frame)):
+      raise _shape_error(
+          "loss batch['observation']",
+          f"[B, L, {', '.join(map(str, frame))}] with static L = "
+          f"context_length + T > {k}", observation.shape)
+    action = tf.convert_to_tensor(batch["action"])
+    if (action.shape.rank != 3 or
+        not action.shape[1:].is_compatible_with([length, c])):
+      raise _shape_error("loss batch['action']", f"[B, {length}, {c}]",
+                         action.shape)
+    reward = tf.convert_to_tensor(batch["reward"])
+    if (reward.shape.rank != 2 or
+        not reward.shape[1:].is_compatible_with([length])):
+      raise _shape_error("loss batch['reward']", f"[B, {length}]",
+                         reward.shape)
+    return length - k
+
+  # -- Helpers for subclasses ------------------------------------------------
+
+  @property
+  def action_size(self) -> int:
+    """Width of the encoded action vector: c * A (0 when action_free)."""
+    if self.spec.action_free:
+      return 0
+    return self.spec.jump * self.spec.num_actions
+
+  def encode_actions(self, actions: tf.Tensor) -> tf.Tensor:
+    """int [B, c] / [B] or float [B, c, A] / [B, A] -> float32 [B, c * A].
+
+    For action-free models the actions are checked and ignored ([B, 0]).
+    """
+    actions = tf.convert_to_tensor(actions)
+    c, num_actions = self.spec.jump, self.spec.num_actions
+    if actions.dtype.is_integer:
+      if c == 1 and actions.shape.rank == 1:
+        actions = actions[:, None]
+      if actions.shape.rank != 2 or not actions.shape[1:].is_compatible_with(
+          [c]):
+        raise _shape_error("step actions (int)", f"[B, {c}]" +
+                           (" or [B]" if c == 1 else ""), actions.shape)
+      encoded = tf.one_hot(actions, num_actions, dtype=tf.float32)
+    else:
+      if c == 1 and actions.shape.rank == 2:
+        actions = actions[:, None]
+      if actions.shape.rank != 3 or not actions.shape[1:].is_compatible_with(
+          [c, num_actions]):
+        raise _shape_error("step actions (probabilities)",
+                           f"[B, {c}, {num_actions}]" +
+                           (f" or [B, {num_actions}]" if c == 1 else ""),
+                           actions.shape)
+      encoded = tf.cast(actions, tf.float32)
+    batch = tf.shape(encoded)[0]
+    if self.spec.action_free:
+      return tf.zeros([batch, 0], tf.float32)
+    return tf.reshape(encoded, [batch, c * num_actions])
+
+  def sample_normal(self, shape: tf.Tensor) -> tf.Tensor:
+    """Standard normal noise from the model's own seeded generator."""
+    return self._rng.normal(shape)
+
+  def reseed(self, seed: int) -> None:
+    """Resets the model's random generator (for reproducible rollouts)."""
+    self._rng.reset_from_seed(seed)
+
+  @abc.abstractmethod
+  def _initial_state(self, observations: tf.Tensor) -> State:
+    ...
+
+  @abc.abstractmethod
+  def _step(self, state: State,
+            encoded_actions: tf.Tensor) -> Tuple[State, StepOutput]:
+    ...
+
+  @abc.abstractmethod
+  def _render(self, state: State) -> tf.Tensor:
+    ...

@@ -1,0 +1,242 @@
+"""Export and load frozen environment models.
+
+Where it sits in the data flow: `i2a.pretrain` ends with
+`envmodels.export(model, WORKDIR/export)`; agents and `i2a.evaluate_models`
+call `envmodels.load(export_dir)` and get a frozen `EnvModel` (no trainable
+variables; gradients still flow through its activations into relaxed actions
+and into an attached imagination prior).
+
+An export directory holds
+  spec.json             {"format": "envmodels.export", "format_version",
+                         "kind", "spec", "hyperparameters", "variables", ...}
+  variables/variables.* a tf.train.Checkpoint of the module (TensorFlow's
+                         object-based checkpoint: .index + .data-*)
+It is written into a temporary sibling directory and renamed into place, so
+a reader never sees a half-written export. Loading rebuilds the model from
+the registry with the recorded hyperparameters: no training config needed.
+
+Format version policy: `FORMAT_VERSION` (envmodels.base) is bumped on any
+change an older `load` could not read; `load` reads every version in
+`READABLE_VERSIONS` and refuses newer ones with an `ExportError` that says to
+upgrade the package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, Mapping
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+from envmodels import base
+from envmodels import registry
+
+FORMAT_NAME = "envmodels.export"
+SPEC_FILE = "spec.json"
+VARIABLES_PREFIX = os.path.join("variables", "variables")
+READABLE_VERSIONS = tuple(range(1, base.FORMAT_VERSION + 1))
+
+
+class ExportError(ValueError):
+  """An export directory that cannot be written or loaded (says why)."""
+
+
+def _frozen_creator(next_creator, **kwargs):
+  kwargs["trainable"] = False
+  return next_creator(**kwargs)
+
+
+def _plain(value: Any) -> Any:
+  """Mappings and sequences (also TF's tracking wrappers) -> dict / list."""
+  if isinstance(value, Mapping):
+    return {str(key): _plain(item) for key, item in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_plain(item) for item in value]
+  return value
+
+
+def _read_spec_json(path: str) -> Dict[str, Any]:
+  """The parsed spec.json of an existing directory, or None if foreign."""
+  try:
+    with open(os.path.join(path, SPEC_FILE), encoding="utf-8") as f:
+      data = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return data if isinstance(data, dict) else None
+
+
+def is_export(path: str) -> bool:
+  """Whether `path` is a directory holding an envmodel export's spec.json."""
+  data = _read_spec_json(path) if os.path.isdir(path) else None
+  return data is not None and data.get("format") == FORMAT_NAME
+
+
+def export(model: base.EnvModel, export_dir: str) -> str:
+  """Writes `model` (spec, hyperparameters, variables) to `export_dir`.
+
+  Atomic: written into a temporary sibling directory, then renamed; an
+  existing export at `export_dir` is replaced, anything else there is
+  refused. Returns the absolute export directory.
+  """
+  if not isinstance(model, base.EnvModel):
+    raise ExportError(f"export needs an envmodels.EnvModel, given "
+                      f"{type(model).__name__}.")
+  if getattr(model, "imagination_prior", None) is not None:
+    raise ExportError(
+        "this model has an attached imagination prior; export the pretrained "
+        "model before attaching one (the imagination prior belongs to the "
+        "agent and is saved with the agent's checkpoint).")
+  hyperparameters = getattr(model, "hyperparameters", None)
+  if not isinstance(hyperparameters, Mapping):
+    raise ExportError(f"{type(model).__name__} has no `hyperparameters` "
+                      "dict; every envmodel kind must store the constructor "
+                      "hyperparameters it was built with.")
+  export_dir = os.path.abspath(export_dir)
+  if (os.path.exists(export_dir) and
+      (not os.path.isdir(export_dir) or
+       (os.listdir(export_dir) and not is_export(export_dir)))):
+    raise ExportError(
+        f"refusing to export to {export_dir!r}: it exists and is not an "
+        "envmodel export. Pass a new or empty directory.")
+  model.create_variables()  # in case some lazy variables were never built
+  num_parameters = int(sum(np.prod(v.shape) for v in model.variables))
+  spec_json = {
+      "format": FORMAT_NAME,
+      "format_version": base.FORMAT_VERSION,
+      "kind": model.spec.kind,
+      "spec": model.spec.to_json(),
+      "hyperparameters": _plain(hyperparameters),
+      "variables": VARIABLES_PREFIX,
+      "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+      "num_parameters": num_parameters,
+      "written_with": {"tensorflow": tf.__version__,
+                       "sonnet": snt.__version__},
+  }
+  try:
+    spec_text = json.dumps(spec_json, indent=2, sort_keys=True)
+  except (TypeError, ValueError) as e:
+    raise ExportError(f"the model's spec or hyperparameters are not "
+                      f"JSON-able ({e}): {hyperparameters!r}.") from e
+
+  parent, name = os.path.split(export_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp_dir = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+  try:
+    tf.train.Checkpoint(model=model).write(
+        os.path.join(tmp_dir, VARIABLES_PREFIX))
+    with open(os.path.join(tmp_dir, SPEC_FILE), "w", encoding="utf-8") as f:
+      f.write(spec_text + "\n")
+      f.flush()
+      os.fsync(f.fileno())
+    if os.path.exists(export_dir):
+      old_dir = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+      os.rename(export_dir, os.path.join(old_dir, name))
+      os.rename(tmp_dir, export_dir)
+      shutil.rmtree(old_dir, ignore_errors=True)
+    else:
+      os.rename(tmp_dir, export_dir)
+  except BaseException:
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
+  return export_dir
+
+
+def _load_spec_json(export_dir: str) -> Dict[str, Any]:
+  """Reads and checks spec.json; raises ExportError saying what is wrong."""
+  if not os.path.isdir(export_dir):
+    raise ExportError(
+        f"envmodel export {export_dir!r} does not exist (no such directory). "
+        "Pass the directory written by envmodels.export (i2a.pretrain writes "
+        "WORKDIR/export).")
+  path = os.path.join(export_dir, SPEC_FILE)
+  if not os.path.exists(path):
+    contents = sorted(os.listdir(export_dir))
+    if os.path.isdir(os.path.join(export_dir, "variables")):
+      raise ExportError(
+          f"envmodel export {export_dir!r} is missing {SPEC_FILE} (found "
+          f"{contents}); the export is damaged: export the model again.")
+    raise ExportError(
+        f"{export_dir!r} is not an envmodel export: it has no {SPEC_FILE} "
+        f"(found {contents or 'an empty directory'}). Pass the directory "
+        "written by envmodels.export.")
+  try:
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+  except (OSError, ValueError) as e:
+    raise ExportError(f"{path!r} is corrupt (not readable JSON: {e}); "
+                      "export the model again.") from e
+  if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+    raise ExportError(
+        f"{export_dir!r} is not an envmodel export: its {SPEC_FILE} lacks "
+        f"\"format\": \"{FORMAT_NAME}\" (it was written by something else). "
+        "Pass the directory written by envmodels.export.")
+  version = data.get("format_version")
+  if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    raise ExportError(f"{path!r} is corrupt: format_version must be a "
+                      f"positive integer, found {version!r}.")
+  if version not in READABLE_VERSIONS:
+    raise ExportError(
+        f"envmodel export {export_dir!r} has format version {version}, newer "
+        f"than this envmodels reads (versions "
+        f"{', '.join(map(str, READABLE_VERSIONS))}). Upgrade the package "
+        "(pip install -U of this framework) to load it.")
+  for key, kind in (("spec", dict), ("hyperparameters", dict)):
+    if not isinstance(data.get(key), kind):
+      raise ExportError(f"{path!r} is corrupt: field {key!r} must be a JSON "
+                        f"object, found {data.get(key)!r}.")
+  return data
+
+
+def load(export_dir: str, seed: int = 0) -> base.EnvModel:
+  """Loads a frozen model: no trainable variables, seeded with `seed`.
+
+  Raises ExportError (a ValueError) for a missing, corrupt, foreign or
+  newer-version export.
+  """
+  export_dir = os.fspath(export_dir)
+  data = _load_spec_json(export_dir)
+  spec_path = os.path.join(export_dir, SPEC_FILE)
+  try:
+    spec = base.EnvModelSpec.from_json(data["spec"])
+  except (TypeError, ValueError, KeyError) as e:
+    raise ExportError(f"{spec_path!r} is corrupt: bad 'spec' field "
+                      f"{data['spec']!r} ({e}).") from e
+  if spec.kind not in registry.kinds():
+    raise ExportError(
+        f"envmodel export {export_dir!r} has kind {spec.kind!r}, which this "
+        f"envmodels does not know (known kinds: {', '.join(registry.kinds())})."
+        " Upgrade the package, or import the module that registers it.")
+  prefix = os.path.join(export_dir, data.get("variables", VARIABLES_PREFIX))
+  if not tf.io.gfile.exists(prefix + ".index"):
+    raise ExportError(
+        f"envmodel export {export_dir!r} is missing its variables (no "
+        f"{prefix}.index); the export is damaged: export the model again.")
+
+  cls = registry.model_class(spec.kind)
+  with tf.variable_creator_scope(_frozen_creator):
+    try:
+      model = cls(spec, seed=seed, **data["hyperparameters"])
+    except (TypeError, ValueError) as e:
+      raise ExportError(
+          f"cannot rebuild the {spec.kind!r} model of {export_dir!r} from its "
+          f"hyperparameters {data['hyperparameters']!r}: {e}") from e
+    model.create_variables()
+  try:
+    status = tf.train.Checkpoint(model=model).read(prefix)
+    status.assert_consumed()
+  except Exception as e:  # pylint: disable=broad-except
+    raise ExportError(
+        f"the variables of envmodel export {export_dir!r} are corrupt or do "
+        f"not match its spec.json ({type(e).__name__}: {e}); export the "
+        "model again.") from e
+  snt.allow_empty_variables(model)
+  if model.trainable_variables:
+    raise ExportError(f"internal error: the model loaded from {export_dir!r} "
+                      "has trainable variables.")
+  model.reseed(seed)
+  return model

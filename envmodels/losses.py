@@ -1,0 +1,60 @@
+"""Likelihood and divergence terms shared by every envmodel kind's `loss`.
+
+The knobs practitioners of latent models use (documented in
+docs/envmodels.md): decoder likelihood (Bernoulli per pixel and channel, or a
+Gaussian with fixed std), image bit-depth reduction, KL scale, free nats, a KL
+scale towards a fixed global N(0, 1) prior, and latent overshooting.
+All log-probabilities are in nats and summed over a frame's pixels and
+channels, so "nats per frame" is comparable across models.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+LIKELIHOODS = ("bernoulli", "gaussian")
+
+
+def preprocess_frames(frames: tf.Tensor, bit_depth: int = 8) -> tf.Tensor:
+  """uint8 [..., C] -> float32 in [0, 1], quantised to `bit_depth` bits.
+
+  Bit-depth reduction (PlaNet): keeps the top `bit_depth` bits of each
+  channel, then centres the value inside its bin.
+  """
+  if not 1 <= bit_depth <= 8:
+    raise ValueError(f"bit_depth must be in [1, 8], given {bit_depth}.")
+  frames = tf.cast(frames, tf.float32)
+  if bit_depth == 8:
+    return frames / 255.0
+  bins = 2.0**bit_depth
+  quantised = tf.floor(frames / 2.0**(8 - bit_depth))
+  return (quantised + 0.5) / bins
+
+
+def image_log_prob(decoder_output: tf.Tensor, targets: tf.Tensor,
+                   likelihood: str = "bernoulli",
+                   std: float = 0.1) -> tf.Tensor:
+  """Log-likelihood of frames [B, H, W, C] in [0, 1] -> [B] nats per frame.
+
+  bernoulli: `decoder_output` are logits (the paper's choice; targets are
+  intensities in [0, 1]). gaussian: `decoder_output` are means, fixed std.
+  """
+  if likelihood == "bernoulli":
+    per_pixel = -tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=targets, logits=decoder_output)
+  elif likelihood == "gaussian":
+    per_pixel = (-0.5 * tf.square((targets - decoder_output) / std) -
+                 math.log(std) - 0.5 * math.log(2.0 * math.pi))
+  else:
+    raise ValueError(f"likelihood must be one of {LIKELIHOODS}, given "
+                     f"{likelihood!r}.")
+  return tf.reduce_sum(per_pixel, axis=[-3, -2, -1])
+
+
+def decoder_mean(decoder_output: tf.Tensor, likelihood: str) -> tf.Tensor:
+  """The frame a decoder output predicts, float32 in [0, 1]."""
+  if likelihood == "bernoulli":
+    return tf.sigmoid(decoder_output)
+  return tf.clip_by_value(decoder_output, 0.0, 1.0)

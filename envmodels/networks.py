@@ -1,0 +1,186 @@
+"""Building blocks of the Buesing et al. (2018) model architectures.
+
+Every envmodel kind is assembled from these Sonnet modules (see
+`../shared/papers/NOTES.md` for the appendix figures they follow). All
+convolutions have stride 1 and SAME padding; down/up-sampling is done with
+space-to-depth / depth-to-space. Shapes: frames [B, H, W, C], states
+[B, H/8, W/8, D].
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import sonnet as snt
+import tensorflow as tf
+
+
+def _conv(kernel: int, channels: int, name: str) -> snt.Conv2D:
+  return snt.Conv2D(channels, kernel, padding="SAME", name=name)
+
+
+class ConvStack(snt.Module):
+  """conv k1/c1 -> relu -> conv k2/c2 (+ residual of the first conv's output)
+  -> relu -> conv k3/c3."""
+
+  def __init__(self, kernels: Tuple[int, int, int],
+               channels: Tuple[int, int, int], name: Optional[str] = None):
+    super().__init__(name=name)
+    if channels[0] != channels[1]:
+      raise ValueError("ConvStack's residual needs c1 == c2, given "
+                       f"channels={channels}.")
+    self._convs = [_conv(k, c, f"conv{i}")
+                   for i, (k, c) in enumerate(zip(kernels, channels))]
+
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    h1 = self._convs[0](x)
+    h2 = self._convs[1](tf.nn.relu(h1)) + h1
+    return self._convs[2](tf.nn.relu(h2))
+
+
+class ResConv(snt.Module):
+  """3x3/32 -> relu -> 5x5/32 -> relu -> 3x3/D, added to the input's first D
+  channels (the state, which callers concatenate first)."""
+
+  def __init__(self, state_channels: int = 64, hidden: int = 32,
+               name: Optional[str] = None):
+    super().__init__(name=name)
+    self._state_channels = state_channels
+    self._convs = [_conv(3, hidden, "conv0"), _conv(5, hidden, "conv1"),
+                   _conv(3, state_channels, "conv2")]
+
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    h = tf.nn.relu(self._convs[0](x))
+    h = tf.nn.relu(self._convs[1](h))
+    return self._convs[2](h) + x[..., :self._state_channels]
+
+
+class PoolAndInject(snt.Module):
+  """Weber et al. (2017): conv 3x3/32 -> global max-pool -> tile back to the
+  map -> concatenate with the input. Lets local convolutions see global
+  effects. [B, h, w, d] -> [B, h, w, d + channels]."""
+
+  def __init__(self, channels: int = 32, name: Optional[str] = None):
+    super().__init__(name=name)
+    self._conv = _conv(3, channels, "conv")
+
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    pooled = tf.reduce_max(self._conv(x), axis=[1, 2], keepdims=True)
+    tiled = tf.broadcast_to(
+        pooled, tf.concat([tf.shape(x)[:3], tf.shape(pooled)[3:]], 0))
+    return tf.concat([x, tiled], axis=-1)
+
+
+class Encoder(snt.Module):
+  """Observation encoder e: [B, H, W, C] float in [0, 1] -> [B, H/8, W/8, D].
+
+  space-to-depth(4) -> conv_stack((3,5,3),(16,16,D)) -> space-to-depth(2)
+  -> conv_stack((3,5,3),(32,32,D)) -> relu.
+  """
+
+  def __init__(self, channels: int = 64, name: Optional[str] = None):
+    super().__init__(name=name)
+    self._stack1 = ConvStack((3, 5, 3), (16, 16, channels), name="stack1")
+    self._stack2 = ConvStack((3, 5, 3), (32, 32, channels), name="stack2")
+
+  def __call__(self, frames: tf.Tensor) -> tf.Tensor:
+    x = tf.nn.space_to_depth(frames, 4)
+    x = self._stack1(x)
+    x = tf.nn.space_to_depth(x, 2)
+    return tf.nn.relu(self._stack2(x))
+
+
+class Decoder(snt.Module):
+  """[B, h, w, d] -> per-pixel logits (or means) [B, 8h, 8w, C].
+
+  conv_stack((1,5,3),(32,32,64)) -> depth-to-space(2)
+  -> conv_stack((3,3,1),(64,64,16*C)) -> depth-to-space(4).
+  """
+
+  def __init__(self, image_channels: int, name: Optional[str] = None):
+    super().__init__(name=name)
+    self._stack1 = ConvStack((1, 5, 3), (32, 32, 64), name="stack1")
+    self._stack2 = ConvStack((3, 3, 1), (64, 64, 16 * image_channels),
+                             name="stack2")
+
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    x = tf.nn.depth_to_space(tf.nn.relu(self._stack1(x)), 2)
+    return tf.nn.depth_to_space(self._stack2(x), 4)
+
+
+def tile_vector(vector: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
+  """Broadcasts [B, n] over the map of `like` [B, h, w, d] -> [B, h, w, n]."""
+  shape = tf.concat([tf.shape(like)[:3], tf.shape(vector)[1:]], 0)
+  return tf.broadcast_to(vector[:, None, None, :], shape)
+
+
+class RewardHead(snt.Module):
+  """Predicts the reward of a step from a state.
+
+  The reward r is coded as bits: is-zero, sign, and the binary digits of
+  floor(|r| * reward_scale) (num_bits of them); each bit is a Bernoulli
+  trained with cross-entropy (NOTES.md). `reward_scale` lets fractional
+  rewards (MiniPacman's 0.1) be represented exactly.
+  """
+
+  def __init__(self, num_bits: int = 8, reward_scale: float = 1.0,
+               hidden_channels: int = 24, name: Optional[str] = None):
+    super().__init__(name=name)
+    self.num_bits = num_bits
+    self.reward_scale = reward_scale
+    self._conv = _conv(3, hidden_channels, "conv")
+    self._linear = snt.Linear(num_bits + 2, name="linear")
+
+  def logits(self, state: tf.Tensor) -> tf.Tensor:
+    """[B, h, w, d] -> [B, num_bits + 2] (is-zero, negative, bits...)."""
+    h = tf.nn.relu(self._conv(state))
+    return self._linear(snt.Flatten()(h))
+
+  def encode(self, reward: tf.Tensor) -> tf.Tensor:
+    """float [...] -> {0, 1} float targets [..., num_bits + 2]."""
+    magnitude = tf.floor(tf.abs(reward) * self.reward_scale + 1e-4)
+    magnitude = tf.minimum(magnitude, 2.0**self.num_bits - 1)
+    magnitude = tf.cast(magnitude, tf.int32)
+    bits = tf.bitwise.bitwise_and(
+        tf.bitwise.right_shift(magnitude[..., None],
+                               tf.range(self.num_bits)), 1)
+    is_zero = tf.cast(tf.equal(magnitude, 0), tf.float32)[..., None]
+    negative = tf.cast(reward < 0, tf.float32)[..., None]
+    return tf.concat([is_zero, negative, tf.cast(bits, tf.float32)], -1)
+
+  def expected_reward(self, logits: tf.Tensor) -> tf.Tensor:
+    """[B, num_bits + 2] -> float32 [B], the mean under independent bits."""
+    probs = tf.sigmoid(logits)
+    weights = 2.0**tf.range(self.num_bits, dtype=tf.float32)
+    magnitude = tf.reduce_sum(probs[..., 2:] * weights, -1) / self.reward_scale
+    sign = 1.0 - 2.0 * probs[..., 1]
+    return (1.0 - probs[..., 0]) * sign * magnitude
+
+  def log_prob(self, logits: tf.Tensor, reward: tf.Tensor) -> tf.Tensor:
+    """Sum over bits of the Bernoulli log-likelihood: [B] (nats)."""
+    targets = self.encode(reward)
+    return -tf.reduce_sum(
+        tf.nn.sigmoid_cross_entropy_with_logits(labels=targets,
+                                                logits=logits), -1)
+
+
+def frames_to_float(frames: tf.Tensor) -> tf.Tensor:
+  """uint8 [..., C] -> float32 in [0, 1]."""
+  return tf.cast(frames, tf.float32) / 255.0
+
+
+def merge_leading(x: tf.Tensor, dims: int = 2) -> Tuple[tf.Tensor, tf.Tensor]:
+  """[B, T, ...] -> ([B * T, ...], leading shape [B, T])."""
+  lead = tf.shape(x)[:dims]
+  return tf.reshape(x, tf.concat([[-1], tf.shape(x)[dims:]], 0)), lead
+
+
+def split_leading(x: tf.Tensor, lead: tf.Tensor) -> tf.Tensor:
+  """Inverse of merge_leading."""
+  return tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], 0))
+
+
+def check_multiple(shape: Sequence[int], factor: int = 8) -> None:
+  if shape[0] % factor or shape[1] % factor:
+    raise ValueError(f"frame height and width must be multiples of {factor}, "
+                     f"given {tuple(shape)}.")

@@ -1,0 +1,18 @@
+"""Environments under a recorded protocol: ALE games, MiniPacman, jumpy steps.
+
+  protocol = environments.preset("small")       # or Protocol(...)
+  env = environments.make_env(protocol, jump=3)  # gymnasium env
+  envs = environments.make_vector_env(protocol, num_envs=8)
+"""
+
+from i2a.environments.factory import (make_env, make_vector_env, num_actions,
+                                      register_all, seeds_for)
+from i2a.environments.protocol import PRESETS, Protocol, preset
+from i2a.environments.wrappers import (JumpyWrapper, decode_jumpy_action,
+                                       encode_jumpy_action)
+
+__all__ = [
+    "make_env", "make_vector_env", "num_actions", "register_all", "seeds_for",
+    "PRESETS", "Protocol", "preset", "JumpyWrapper", "decode_jumpy_action",
+    "encode_jumpy_action",
+]

@@ -1,0 +1,130 @@
+"""Builds environments from a Protocol: the single place envs are made.
+
+`make_env(protocol)` returns a gymnasium env whose observations are uint8
+[H, W, C] of `protocol.observation_shape` and whose actions are Discrete(A);
+`make_vector_env(protocol, num_envs, seed)` batches them with gymnasium's
+vector API (same-step autoreset, so a step that ends an episode returns the
+next episode's first observation and the final one in
+info['final_obs']), each sub-env seeded from seed + index.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, List, Optional
+
+import gymnasium as gym
+import numpy as np
+
+from i2a.environments import minipacman
+from i2a.environments import wrappers
+from i2a.environments.protocol import (MINIPACMAN_PREFIX, PAPER_ACTIONS,
+                                       Protocol)
+
+_registered = False
+
+
+def register_all() -> None:
+  """Registers the ALE games and MiniPacman with gymnasium (idempotent)."""
+  global _registered
+  if _registered:
+    return
+  import ale_py  # pylint: disable=import-outside-toplevel
+  gym.register_envs(ale_py)
+  minipacman.register()
+  _registered = True
+
+
+def _make_base(protocol: Protocol, render_mode: Optional[str]) -> gym.Env:
+  register_all()
+  kwargs = {}
+  if protocol.is_minipacman:
+    if protocol.action_repeat != 1 or protocol.sticky_action_prob:
+      raise ValueError("MiniPacman takes action_repeat=1 and "
+                       "sticky_action_prob=0, given "
+                       f"{protocol.action_repeat} and "
+                       f"{protocol.sticky_action_prob}; use the "
+                       "'minipacman' protocol preset.")
+  else:
+    kwargs = dict(
+        frameskip=protocol.action_repeat,
+        repeat_action_probability=protocol.sticky_action_prob,
+        full_action_space=protocol.action_set == "full",
+        max_num_frames_per_episode=protocol.max_episode_frames,
+        obs_type="rgb")
+  try:
+    env = gym.make(protocol.env_id, render_mode=render_mode, **kwargs)
+  except gym.error.Error as e:
+    known = sorted(k for k in gym.registry
+                   if k.startswith(("ALE/", MINIPACMAN_PREFIX)))
+    examples = ", ".join(k for k in known if "MsPacman" in k or
+                         k.startswith(MINIPACMAN_PREFIX))
+    raise ValueError(
+        f"unknown environment id {protocol.env_id!r} ({e}). Use an ALE id "
+        f"such as 'ALE/MsPacman-v5' ({len(known)} ids are registered, e.g. "
+        f"{examples}).") from e
+  # gym.make adds checkers we do not want in the hot loop; the protocol's
+  # own wrappers (make_env) enforce actions and episode caps.
+  return env.unwrapped
+
+
+def _paper_action_indices(env: gym.Env, env_id: str) -> List[int]:
+  meanings = list(env.unwrapped.get_action_meanings())
+  missing = [m for m in PAPER_ACTIONS if m not in meanings]
+  if missing:
+    raise ValueError(
+        f"action_set='paper' is the 5-action MS_PACMAN set {PAPER_ACTIONS}; "
+        f"{env_id} lacks {missing}. Use action_set='minimal' or 'full'.")
+  return [meanings.index(m) for m in PAPER_ACTIONS]
+
+
+def make_env(protocol: Protocol, jump: int = 1,
+             render_mode: Optional[str] = None) -> gym.Env:
+  """One environment under `protocol`; jump > 1 adds the JumpyWrapper."""
+  env = _make_base(protocol, render_mode)
+  if protocol.is_minipacman:
+    env = wrappers.FrameCap(env, protocol.max_episode_frames, 1)
+  elif protocol.action_set == "paper":
+    env = wrappers.ActionSubset(env, _paper_action_indices(env,
+                                                           protocol.env_id))
+  if protocol.noop_max:
+    env = wrappers.NoopReset(env, protocol.noop_max)
+  if protocol.life_loss_terminal and not protocol.is_minipacman:
+    env = wrappers.LifeLossTerminal(env)
+  if protocol.clip_rewards:
+    env = wrappers.ClipReward(env)
+  env = wrappers.ObservationTransform(
+      env, protocol.observation_size, crop=protocol.crop, mode=protocol.resize,
+      grayscale=protocol.grayscale)
+  env = wrappers.CheckedActions(env)
+  if jump > 1:
+    env = wrappers.JumpyWrapper(env, jump)
+  return env
+
+
+def num_actions(protocol: Protocol) -> int:
+  """The number of primitive actions an agent has under `protocol`."""
+  env = make_env(protocol)
+  try:
+    return int(env.action_space.n)
+  finally:
+    env.close()
+
+
+def make_vector_env(protocol: Protocol, num_envs: int, jump: int = 1,
+                    asynchronous: bool = False) -> gym.vector.VectorEnv:
+  """`num_envs` environments in gymnasium's vector API (same-step autoreset).
+
+  Seed them with `env.reset(seed=base_seed)`: sub-env i gets base_seed + i.
+  """
+  if num_envs < 1:
+    raise ValueError(f"num_envs must be >= 1, given {num_envs}.")
+  thunks: List[Callable[[], gym.Env]] = [
+      functools.partial(make_env, protocol, jump) for _ in range(num_envs)]
+  cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
+  return cls(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def seeds_for(base_seed: int, num_envs: int) -> np.ndarray:
+  """The per-env seeds a vector env reset with `base_seed` uses."""
+  return base_seed + np.arange(num_envs)

@@ -1,0 +1,408 @@
+"""Conformance suite: every registered envmodel kind against the contract.
+
+One list of kinds (`envmodels.kinds()`, so a newly registered kind is checked
+automatically) and the same tests over all of them (the Sonnet habit):
+tf.function tracing with batch-agnostic signatures, output shapes and dtypes
+(envmodels.base and DESIGN.md, "Environment models"), finite losses and
+gradients, checkpoint round trip, export and load in a fresh process, frozen
+loading with gradients into relaxed actions, and shape errors. Every kind is
+built with its `tiny_hyperparameters()` on 16x16x3 frames.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import envmodels
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+KINDS = envmodels.kinds()
+JUMPS = (1, 3)
+FRAME = (16, 16, 3)
+NUM_ACTIONS = 5
+CONTEXT = 3
+BATCH = 2
+STEPS = 3  # T
+SEED = 7
+REQUIRED_METRICS = ("loss", "image_log_prob", "reward_log_prob",
+                    "log_likelihood_per_frame", "reward_mse")
+
+
+def make_spec(kind: str, jump: int = 1,
+              action_free: bool = False) -> envmodels.EnvModelSpec:
+  return envmodels.EnvModelSpec(kind=kind, observation_shape=FRAME,
+                                num_actions=NUM_ACTIONS, jump=jump,
+                                context_length=CONTEXT,
+                                action_free=action_free)
+
+
+def make_model(kind: str, jump: int = 1, seed: int = 0) -> envmodels.EnvModel:
+  cls = envmodels.model_class(kind)
+  return envmodels.build(make_spec(kind, jump), seed=seed,
+                         **cls.tiny_hyperparameters())
+
+
+@functools.lru_cache(maxsize=None)
+def cached_model(kind: str, jump: int) -> envmodels.EnvModel:
+  """One model per (kind, jump) for the tests that only read it."""
+  return make_model(kind, jump)
+
+
+def make_context(batch: int = BATCH, seed: int = 0) -> np.ndarray:
+  rng = np.random.RandomState(seed)
+  return rng.randint(0, 256, (batch, CONTEXT) + FRAME).astype(np.uint8)
+
+
+def make_actions(jump: int, batch: int = BATCH, steps: int = STEPS,
+                 seed: int = 0) -> np.ndarray:
+  rng = np.random.RandomState(seed)
+  return rng.randint(0, NUM_ACTIONS, (batch, steps, jump)).astype(np.int32)
+
+
+def make_batch(jump: int, batch: int = BATCH, seed: int = 0
+               ) -> Dict[str, np.ndarray]:
+  rng = np.random.RandomState(seed)
+  length = CONTEXT + STEPS
+  return {
+      "observation": rng.randint(0, 256, (batch, length) + FRAME).astype(
+          np.uint8),
+      "action": rng.randint(0, NUM_ACTIONS, (batch, length, jump)).astype(
+          np.int32),
+      "reward": rng.choice([0.0, 1.0, -1.0, 2.0], (batch, length)).astype(
+          np.float32),
+      "discount": np.ones((batch, length), np.float32),
+  }
+
+
+def batch_signature(jump: int) -> Dict[str, tf.TensorSpec]:
+  length = CONTEXT + STEPS
+  return {
+      "observation": tf.TensorSpec((None, length) + FRAME, tf.uint8),
+      "action": tf.TensorSpec((None, length, jump), tf.int32),
+      "reward": tf.TensorSpec((None, length), tf.float32),
+      "discount": tf.TensorSpec((None, length), tf.float32),
+  }
+
+
+def state_signature(state: Any) -> Any:
+  """The state nest as TensorSpecs with a None batch axis."""
+  return tf.nest.map_structure(
+      lambda t: tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype), state)
+
+
+def one_hot_actions(actions: np.ndarray) -> tf.Tensor:
+  return tf.one_hot(actions, NUM_ACTIONS, dtype=tf.float32)
+
+
+def rollout_outputs(model: envmodels.EnvModel, context: np.ndarray,
+                    actions: Any) -> Dict[str, np.ndarray]:
+  rollout = model.rollout(model.initial_state(context), actions, render=True)
+  return {"features": rollout.features.numpy(),
+          "rewards": rollout.rewards.numpy(), "frames": rollout.frames.numpy()}
+
+
+def assert_all_finite(name: str, value: tf.Tensor) -> None:
+  assert np.all(np.isfinite(np.asarray(value))), f"{name} is not finite"
+
+
+KIND_JUMP = [pytest.param(kind, jump, id=f"{kind}-jump{jump}")
+             for kind in KINDS for jump in JUMPS]
+
+
+# -- Construction ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hyperparameters_are_json_and_rebuild_the_same_architecture(kind):
+  import json
+  model = make_model(kind)
+  model.create_variables()
+  hyperparameters = json.loads(json.dumps(model.hyperparameters))
+  rebuilt = type(model)(model.spec, seed=1, **hyperparameters)
+  rebuilt.create_variables()
+  assert rebuilt.hyperparameters == model.hyperparameters
+  assert ([(v.name, v.shape) for v in rebuilt.variables] ==
+          [(v.name, v.shape) for v in model.variables])
+
+
+# -- Tracing, shapes and dtypes ----------------------------------------------
+
+
+@pytest.mark.parametrize("kind,jump", KIND_JUMP)
+def test_step_and_render_trace_batch_agnostic_with_contract_shapes(kind, jump):
+  model = cached_model(kind, jump)
+  height, width, channels = FRAME
+  initial_state = tf.function(model.initial_state, input_signature=[
+      tf.TensorSpec((None, CONTEXT) + FRAME, tf.uint8)])
+  state = initial_state(make_context())
+  signature = state_signature(state)
+  step_int = tf.function(model.step, input_signature=[
+      signature, tf.TensorSpec([None, jump], tf.int32)])
+  step_relaxed = tf.function(model.step, input_signature=[
+      signature, tf.TensorSpec([None, jump, NUM_ACTIONS], tf.float32)])
+  render = tf.function(model.render, input_signature=[signature])
+
+  for batch in (BATCH, 1):  # the same traces serve any batch size
+    state = initial_state(make_context(batch))
+    actions = make_actions(jump, batch)[:, 0]  # [B, c]
+    for step, step_actions in ((step_int, actions),
+                               (step_relaxed, one_hot_actions(actions))):
+      new_state, out = step(state, step_actions)
+      tf.nest.assert_same_structure(new_state, state)
+      assert out.reward.dtype == tf.float32
+      assert out.reward.shape == (batch,)
+      assert out.features.dtype == tf.float32
+      assert out.features.shape.rank == 4
+      assert out.features.shape[0] == batch
+      assert_all_finite("reward", out.reward)
+      assert_all_finite("features", out.features)
+      frames = render(new_state)
+      assert frames.dtype == tf.float32
+      assert frames.shape == (batch, height, width, channels)
+      assert np.all((frames.numpy() >= 0.0) & (frames.numpy() <= 1.0))
+  # Static shapes inside the traces keep everything but the batch axis.
+  concrete = step_int.get_concrete_function()
+  reward_spec, features_spec = concrete.structured_outputs[1]
+  assert reward_spec.shape.as_list() == [None]
+  assert features_spec.shape[1:].is_fully_defined()
+  assert render.get_concrete_function().structured_outputs.shape.as_list() == [
+      None, height, width, channels]
+
+
+@pytest.mark.parametrize("kind,jump", KIND_JUMP)
+def test_rollout_traces_and_stacks_features_rewards_and_frames(kind, jump):
+  model = cached_model(kind, jump)
+  state = model.initial_state(make_context())
+  rollout = tf.function(
+      lambda s, a: model.rollout(s, a, render=True),
+      input_signature=[state_signature(state),
+                       tf.TensorSpec([None, STEPS, jump], tf.int32)])
+  result = rollout(state, make_actions(jump))
+  _, out = model.step(state, make_actions(jump)[:, 0])
+  assert result.features.shape == (BATCH, STEPS) + tuple(out.features.shape[1:])
+  assert result.rewards.shape == (BATCH, STEPS)
+  assert result.frames.shape == (BATCH, STEPS) + FRAME
+  assert result.features.dtype == result.rewards.dtype == tf.float32
+  assert result.frames.dtype == tf.float32
+  assert_all_finite("rollout features", result.features)
+  assert_all_finite("rollout rewards", result.rewards)
+  no_frames = model.rollout(state, make_actions(jump))
+  assert no_frames.frames is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int_and_one_hot_actions_step_identically(kind):
+  model = cached_model(kind, 1)
+  state = model.initial_state(make_context())
+  actions = make_actions(1)[:, 0]  # [B, 1]
+  outputs = []
+  for query in (actions, actions[:, 0], one_hot_actions(actions),
+                one_hot_actions(actions[:, 0])):  # [B, c], [B], [B, c, A], [B, A]
+    model.reseed(SEED)
+    _, out = model.step(state, query)
+    outputs.append((out.reward.numpy(), out.features.numpy()))
+  for reward, features in outputs[1:]:
+    np.testing.assert_allclose(reward, outputs[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(features, outputs[0][1], rtol=1e-5, atol=1e-6)
+
+
+# -- Training ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind,jump", KIND_JUMP)
+def test_loss_traces_and_is_finite_with_gradients_for_every_variable(
+    kind, jump):
+  model = make_model(kind, jump)
+
+  @tf.function(input_signature=[batch_signature(jump)])
+  def loss_and_gradients(batch):
+    with tf.GradientTape() as tape:
+      output = model.loss(batch)
+    return output, tape.gradient(output.loss, model.trainable_variables)
+
+  output, gradients = loss_and_gradients(make_batch(jump))
+  assert output.loss.shape == ()
+  assert_all_finite("loss", output.loss)
+  missing = [name for name in REQUIRED_METRICS if name not in output.metrics]
+  assert not missing, f"metrics lack {missing}"
+  for name, value in output.metrics.items():
+    assert value.shape == (), f"metric {name} is not a scalar"
+    assert_all_finite(f"metric {name}", value)
+  variables = model.trainable_variables
+  assert variables, "the model has no trainable variables after its loss"
+  no_gradient = [v.name for v, g in zip(variables, gradients) if g is None]
+  assert not no_gradient, f"no gradient for {no_gradient}"
+  for variable, gradient in zip(variables, gradients):
+    assert_all_finite(f"gradient of {variable.name}", gradient)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_diagnostics_give_pictures_of_predicted_frames_and_rewards(kind):
+  model = cached_model(kind, 1)
+  pictures = model.diagnostics(make_batch(1))
+  for name in ("closed_loop", "one_step_prior", "open_loop"):
+    assert pictures[name].shape == (BATCH, STEPS) + FRAME, name
+    values = pictures[name].numpy()
+    assert np.all((values >= 0.0) & (values <= 1.0)), name
+  for name in ("open_loop_reward", "true_reward"):
+    assert pictures[name].shape == (BATCH, STEPS), name
+    assert_all_finite(name, pictures[name])
+
+
+# -- Saving, exporting, loading ----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_checkpoint_round_trip_gives_identical_outputs(kind, tmp_path):
+  source = make_model(kind, seed=0)
+  source.create_variables()
+  prefix = tf.train.Checkpoint(model=source).write(str(tmp_path / "ckpt"))
+  target = make_model(kind, seed=1)
+  target.create_variables()
+  tf.train.Checkpoint(model=target).read(prefix).assert_consumed()
+  context, actions = make_context(), make_actions(1)
+  source.reseed(SEED)
+  target.reseed(SEED)
+  expected = rollout_outputs(source, context, actions)
+  actual = rollout_outputs(target, context, actions)
+  for name in expected:
+    np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+_LOAD_SCRIPT = textwrap.dedent("""
+    import os, sys, traceback
+    import numpy as np
+    import envmodels
+    root, seed = sys.argv[1], int(sys.argv[2])
+    for kind in sys.argv[3:]:
+      out = os.path.join(root, "loaded_" + kind)
+      os.makedirs(out)
+      try:
+        model = envmodels.load(os.path.join(root, kind), seed=seed)
+        context = np.load(os.path.join(root, kind + "_context.npy"))
+        actions = np.load(os.path.join(root, kind + "_actions.npy"))
+        rollout = model.rollout(model.initial_state(context), actions,
+                                render=True)
+        np.save(os.path.join(out, "features.npy"), rollout.features.numpy())
+        np.save(os.path.join(out, "rewards.npy"), rollout.rewards.numpy())
+        np.save(os.path.join(out, "frames.npy"), rollout.frames.numpy())
+        np.save(os.path.join(out, "num_trainable.npy"),
+                len(model.trainable_variables))
+      except Exception:
+        with open(os.path.join(out, "error.txt"), "w") as f:
+          f.write(traceback.format_exc())
+""")
+
+
+@pytest.fixture(scope="module")
+def loaded_in_subprocess(tmp_path_factory):
+  """Exports every kind, loads all of them in ONE fresh Python process (one
+  TensorFlow import) and returns (root, expected rollouts, process)."""
+  root = tmp_path_factory.mktemp("exports")
+  expected = {}
+  for kind in KINDS:
+    model = make_model(kind)
+    envmodels.export(model, str(root / kind))
+    context, actions = make_context(seed=1), make_actions(1, seed=1)
+    np.save(root / f"{kind}_context.npy", context)
+    np.save(root / f"{kind}_actions.npy", actions)
+    model.reseed(SEED)
+    expected[kind] = rollout_outputs(model, context, actions)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+             PYTHONPATH=os.pathsep.join(
+                 [REPO_ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+  process = subprocess.run(
+      [sys.executable, "-c", _LOAD_SCRIPT, str(root), str(SEED), *KINDS],
+      env=env, capture_output=True, text=True, timeout=600, check=False)
+  return root, expected, process
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_export_then_load_in_a_fresh_process_gives_identical_rollouts(
+    kind, loaded_in_subprocess):
+  root, expected, process = loaded_in_subprocess
+  assert process.returncode == 0, process.stderr[-3000:]
+  out = root / f"loaded_{kind}"
+  error = out / "error.txt"
+  assert not error.exists(), error.read_text()
+  assert int(np.load(out / "num_trainable.npy")) == 0
+  for name, value in expected[kind].items():
+    np.testing.assert_allclose(np.load(out / f"{name}.npy"), value,
+                               rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_loaded_model_is_frozen_and_passes_gradients_to_relaxed_actions(
+    kind, tmp_path):
+  model = make_model(kind)
+  envmodels.export(model, str(tmp_path / "export"))
+  loaded = envmodels.load(str(tmp_path / "export"), seed=SEED)
+  assert loaded.spec == model.spec
+  assert len(loaded.trainable_variables) == 0
+  assert len(loaded.variables) == len(model.variables)
+  relaxed = tf.Variable(tf.nn.softmax(tf.random.stateless_normal(
+      [BATCH, STEPS, 1, NUM_ACTIONS], seed=[1, 2])))
+  with tf.GradientTape(persistent=True) as tape:
+    rollout = loaded.rollout(loaded.initial_state(make_context()), relaxed,
+                             render=True)
+    total = (tf.reduce_sum(rollout.features) + tf.reduce_sum(rollout.rewards)
+             + tf.reduce_sum(rollout.frames))
+  frozen = tape.gradient(total, loaded.variables)
+  assert all(g is None for g in frozen), "the frozen model has gradients"
+  gradient = tape.gradient(total, relaxed)
+  if not loaded.uses_actions:
+    assert gradient is None or not np.any(gradient.numpy())
+    return
+  assert gradient is not None
+  assert_all_finite("gradient of the relaxed actions", gradient)
+  assert np.any(gradient.numpy() != 0.0)
+
+
+# -- Shape errors ------------------------------------------------------------
+
+
+def _bad_call(model: envmodels.EnvModel, case: str):
+  """(function, args, expected shape text, given shape text)."""
+  context = make_context()
+  if case == "context_length":
+    bad = np.zeros((BATCH, CONTEXT + 1) + FRAME, np.uint8)
+    return model.initial_state, (bad,), "3, 16, 16, 3", "2, 4, 16, 16, 3"
+  if case == "frame_size":
+    bad = np.zeros((BATCH, CONTEXT, 24, 16, 3), np.uint8)
+    return model.initial_state, (bad,), "3, 16, 16, 3", "2, 3, 24, 16, 3"
+  state = model.initial_state(context)
+  if case == "int_action_shape":
+    bad = np.zeros((BATCH, 2), np.int32)
+    return model.step, (state, bad), "[B, 1]", "[2, 2]"
+  if case == "relaxed_action_shape":
+    bad = np.full((BATCH, 1, NUM_ACTIONS + 1), 1.0 / (NUM_ACTIONS + 1),
+                  np.float32)
+    return model.step, (state, bad), "[B, 1, 5]", "[2, 1, 6]"
+  raise AssertionError(case)
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf_function"])
+@pytest.mark.parametrize("case", ["context_length", "frame_size",
+                                  "int_action_shape", "relaxed_action_shape"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_shapes_raise_value_error_naming_expected_and_given(
+    kind, case, mode):
+  model = cached_model(kind, 1)
+  function, args, expected, given = _bad_call(model, case)
+  if mode == "tf_function":
+    function = tf.function(function)
+  with pytest.raises(ValueError) as error:
+    function(*args)
+  message = str(error.value)
+  assert expected in message, message
+  assert given in message, message
