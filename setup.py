@@ -29,6 +29,7 @@ setup(
         "ml-collections",
         "pillow",
         "imageio",
+        "matplotlib",
         "portpicker",
     ],
     extras_require={"test": ["pytest>=7", "pytest-timeout"]},

@@ -13,23 +13,26 @@ The kinds (o: frames, a: chunked actions, k = context_length, e: encoder):
   'vae'  Frames independent given the k context frames: a conditional VAE per
          future frame t, z_t ~ p(z_t | c, t) (prior learned from the context
          encoding c and a one-hot of t), o_t ~ p(o_t | f_t) with the feature
-         map f_t = g(c, z_t, t), posterior q(z_t | c, t, e(o_t)). Actions are
-         ignored, as in the paper ("models frames as independent, conditioned
-         on three initial frames"), so gradients with respect to relaxed
-         actions are zero (tape.gradient returns None). Trained on the ELBO;
-         `log_likelihood_per_frame` is the ELBO per frame.
+         map f_t = g(c, z_t, t), posterior q(z_t | c, t, e(o_t), prior
+         statistics). Actions are ignored, as in the paper ("models frames as
+         independent (conditioned on three initial frames)"), so gradients
+         with respect to relaxed actions are zero (tape.gradient returns
+         None; `uses_actions` is False). Trained on the ELBO;
+         `log_likelihood_per_frame` is the ELBO per frame (image log-prob
+         minus KL).
   'ar'   o_t ~ p(o_t | o_{t-k..t-1}, a_{t-1}): the encodings of the window are
-         concatenated, mixed like the state-space models' initial state
-         network, then passed through the transition block (res_conv, relu,
-         pool-and-inject, res_conv) and the decoder. MLE with teacher forcing.
-         Efficient rollouts (the paper: "reuses costly vision pre-processing"):
-         the state keeps e(o) of the k frames in the window, so a step encodes
-         only its newly rendered frame, once.
-  'rar'  The dSSM-DET with the transition s_{t+1} = g(s_t, mu_{t+1}, a_t,
-         e(o_t)) (the paper's definition): mu_{t+1} is the prior mean computed
-         from (s_t, a_t), the decoder renders o_{t+1} from (s_{t+1},
-         mu_{t+1}), rewards are read from s_{t+1}. MLE; o_t is the true frame
-         in training (teacher forcing) and the rendered prediction in rollouts.
+         concatenated, mixed like the state-space models' initial-state
+         network, then passed with the action through the transition block
+         (res_conv, relu, pool-and-inject, res_conv) to a map that the
+         decoder and the reward head read. MLE with teacher forcing.
+         Efficient rollouts (the paper: "reuses costly vision
+         pre-processing"): the state keeps e(o) of the k frames of the
+         window, so a step encodes only its newly rendered frame, once.
+  'rar'  The dSSM-DET of state_space.py with the transition s_{t+1} =
+         g(s_t, mu_{t+1}, a_t, e(o_t)) (the paper's definition): mu_{t+1} is
+         the prior mean from (s_t, a_t); decoder and reward head read
+         (s_{t+1}, mu_{t+1}), as in the dSSM-DET. MLE; o_t is the true frame
+         in training (teacher forcing), the rendered prediction in rollouts.
 
 Choices and departures, with reasons:
   * AR and RAR feed back the decoder's mean, not a sample: the contract's
@@ -40,20 +43,23 @@ Choices and departures, with reasons:
     `render(state)` returns the stored frame without recomputation.
   * `out.features`: 'ar' the encoding e(o_t) of the rendered frame (computed
     anyway for the next step), 'rar' the state s_t, 'vae' f_t.
-  * The VAE's decoder needs the step index t (frame 1 and frame 10 differ);
-    it is a one-hot over `max_horizon` (the paper's T = 10) tiled over the
-    map; steps beyond max_horizon reuse the last code. Its state also keeps
+  * The VAE's generator needs the step index t (frame 1 and frame 10
+    differ): a one-hot over `max_horizon` (the paper's T = 10) tiled over
+    the map; steps beyond max_horizon reuse the last code. Its state keeps
     the last context frame so that `render(initial_state)` is that frame, as
     for AR and RAR (the paper does not define a VAE rollout).
-  * Sizes follow the state-space models (NOTES.md): encoder e, decoder and
-    reward head from `networks`, the k-frame mixing conv_stack((1,3,3),
-    (D,D,D)) of the initial state, prior statistics from
-    conv_stack((1,3,3),(hidden,hidden,.)) and the transition block, so
-    compute comparisons are fair.
-Loss knobs: every kind accepts the latent-model knobs (LATENT_KNOBS) so a
-trainer can pass one set to any kind; the VAE uses kl_scale, free_nats and
+  * Sizes and hyperparameter names follow state_space.py (NOTES.md):
+    encoder e (encoder_channels), decoder and reward head from `networks`,
+    the k-frame mixing conv_stack((1,3,3),(D,D,D)) of its initial state,
+    prior/posterior stacks conv_stack((1,3,3),(hidden,hidden,.)) with a
+    softplus + min_std std, and its transition block, so compute comparisons
+    are fair. The RAR's prior stack outputs only mu (latent_channels), the
+    dSSM-DET's also a std it never uses.
+Loss knobs: every kind accepts the latent-model knobs (LATENT_KNOBS, the
+names and defaults of state_space.LOSS_KNOBS) so a trainer can pass one set
+to any kind; the VAE uses kl_scale, free_nats (per frame's KL) and
 global_kl_scale (its posterior's KL to N(0, I)); overshooting does not apply
-to it (no transition), and the MLE kinds ignore them all.
+to it (no transition); the MLE kinds ignore them all.
 """
 
 from __future__ import annotations
@@ -68,7 +74,6 @@ from envmodels.base import EnvModel, EnvModelSpec, LossOutput, StepOutput
 
 # Knobs of the ELBO-trained kinds, accepted by every kind of this file.
 LATENT_KNOBS = ("kl_scale", "free_nats", "global_kl_scale", "overshooting")
-_MIN_STD = 0.01  # floor of the latent standard deviations (softplus + floor)
 
 
 class VAEState(NamedTuple):
@@ -79,26 +84,27 @@ class VAEState(NamedTuple):
 
 
 class ARState(NamedTuple):
-  encodings: tf.Tensor  # [B, h, w, k * D]: e(o) of the window, oldest first
+  encodings: tf.Tensor  # [B, h, w, k * E]: e(o) of the window, oldest first
   frame: tf.Tensor  # [B, H, W, C]: newest frame of the window, in [0, 1]
 
 
 class RARState(NamedTuple):
   abstract_state: tf.Tensor  # [B, h, w, D]: s_t
-  frame_encoding: tf.Tensor  # [B, h, w, D]: e(o_t)
+  frame_encoding: tf.Tensor  # [B, h, w, E]: e(o_t)
   frame: tf.Tensor  # [B, H, W, C]: o_t, in [0, 1]
 
 
 class Transition(snt.Module):
   """The transition block g of the state-space models (NOTES.md):
   res_conv -> relu -> pool-and-inject -> res_conv. The input's first D
-  channels are the residual path. [B, h, w, D + n] -> [B, h, w, D]."""
+  channels are the residual path; pool-and-inject has hidden_channels.
+  [B, h, w, D + n] -> [B, h, w, D]."""
 
   def __init__(self, state_channels: int, hidden_channels: int,
-               pool_channels: int, name: str = "transition"):
+               name: str = "transition"):
     super().__init__(name=name)
     self._res1 = networks.ResConv(state_channels, hidden_channels, name="res1")
-    self._pool = networks.PoolAndInject(pool_channels, name="pool_and_inject")
+    self._pool = networks.PoolAndInject(hidden_channels, name="pool_and_inject")
     self._res2 = networks.ResConv(state_channels, hidden_channels, name="res2")
 
   def __call__(self, x: tf.Tensor) -> tf.Tensor:
@@ -147,14 +153,15 @@ class _PixelModel(EnvModel):
     if not 1 <= hyperparameters["bit_depth"] <= 8:
       raise ValueError("bit_depth must be in [1, 8], given "
                        f"{hyperparameters['bit_depth']!r}.")
-    for key in ("image_std", "reward_scale"):
-      if not hyperparameters[key] > 0:
+    for key in ("image_std", "reward_scale", "min_std"):
+      if key in hyperparameters and not hyperparameters[key] > 0:
         raise ValueError(f"{key} must be > 0, given {hyperparameters[key]!r}.")
     # Stored privately: tf.Module would wrap a public dict attribute in a
     # tracking proxy that json.dumps (C encoder) rejects.
     self._hyperparameters = dict(hyperparameters)
     self._state_channels = hyperparameters["state_channels"]
-    self._encoder = networks.Encoder(self._state_channels, name="encoder")
+    self._encoder_channels = hyperparameters["encoder_channels"]
+    self._encoder = networks.Encoder(self._encoder_channels, name="encoder")
     self._decoder = networks.Decoder(spec.observation_shape[2], name="decoder")
     self._reward_head = networks.RewardHead(
         hyperparameters["reward_bits"], hyperparameters["reward_scale"],
@@ -170,7 +177,7 @@ class _PixelModel(EnvModel):
   @classmethod
   def tiny_hyperparameters(cls) -> Dict[str, Any]:
     """Small sizes for tests and debugging."""
-    tiny = dict(state_channels=8, hidden_channels=8, pool_channels=4,
+    tiny = dict(state_channels=8, hidden_channels=8, encoder_channels=8,
                 reward_bits=3)
     if "latent_channels" in cls.__init__.__kwdefaults__:
       tiny["latent_channels"] = 4
@@ -179,7 +186,7 @@ class _PixelModel(EnvModel):
   # -- Frames ----------------------------------------------------------------
 
   def encode_frames(self, frames: tf.Tensor) -> tf.Tensor:
-    """The encoder e: float [N, H, W, C] in [0, 1] -> [N, h, w, D].
+    """The encoder e: float [N, H, W, C] in [0, 1] -> [N, h, w, E].
 
     Every frame the model encodes goes through this method, one call per
     batch of frames (tests count the frames encoded per step through it).
@@ -187,7 +194,7 @@ class _PixelModel(EnvModel):
     return self._encoder(frames)
 
   def _encode_sequence(self, frames: tf.Tensor) -> tf.Tensor:
-    """float [B, n, H, W, C] -> [B, n, h, w, D] with one encoder call."""
+    """float [B, n, H, W, C] -> [B, n, h, w, E] with one encoder call."""
     merged, lead = networks.merge_leading(frames)
     return networks.split_leading(self.encode_frames(merged), lead)
 
@@ -293,19 +300,22 @@ class VAEBaseline(_PixelModel):
   KIND = "vae"
 
   def __init__(self, spec: EnvModelSpec, seed: int = 0, *,
-               state_channels: int = 64, latent_channels: int = 64,
-               hidden_channels: int = 32, pool_channels: int = 32,
-               max_horizon: int = 10, likelihood: str = "bernoulli",
-               image_std: float = 0.1, bit_depth: int = 8,
-               reward_bits: int = 8, reward_scale: float = 1.0):
-    """state_channels D of the maps, latent_channels of z_t, hidden_channels
-    of the prior/posterior and res_conv stacks, pool_channels of
-    pool-and-inject, max_horizon: steps with their own time code."""
+               state_channels: int = 64, latent_channels: int = 32,
+               hidden_channels: int = 32, encoder_channels: int = 64,
+               min_std: float = 0.1, max_horizon: int = 10,
+               likelihood: str = "bernoulli", image_std: float = 0.1,
+               bit_depth: int = 8, reward_bits: int = 8,
+               reward_scale: float = 1.0):
+    """state_channels D of c and f_t, latent_channels of z_t,
+    hidden_channels of the prior/posterior stacks, res_conv and
+    pool-and-inject, encoder_channels E of e(o), min_std the floor of the
+    latent stds, max_horizon the steps with their own time code; the rest
+    as in the module docstring. Defaults as state_space.py's."""
     super().__init__(spec, seed, dict(
         state_channels=state_channels, latent_channels=latent_channels,
-        hidden_channels=hidden_channels, pool_channels=pool_channels,
-        max_horizon=max_horizon, likelihood=likelihood, image_std=image_std,
-        bit_depth=bit_depth, reward_bits=reward_bits,
+        hidden_channels=hidden_channels, encoder_channels=encoder_channels,
+        min_std=min_std, max_horizon=max_horizon, likelihood=likelihood,
+        image_std=image_std, bit_depth=bit_depth, reward_bits=reward_bits,
         reward_scale=reward_scale))
     d = state_channels
     self._context_net = networks.ConvStack((1, 3, 3), (d, d, d),
@@ -316,8 +326,12 @@ class VAEBaseline(_PixelModel):
     self._posterior_net = networks.ConvStack(
         (1, 3, 3), (hidden_channels, hidden_channels, 2 * latent_channels),
         name="posterior_net")
-    self._generator = Transition(d, hidden_channels, pool_channels,
-                                 name="generator")
+    self._generator = Transition(d, hidden_channels, name="generator")
+
+  @property
+  def uses_actions(self) -> bool:
+    """False: the baseline's frames depend on the context frames only."""
+    return False
 
   def _time_code(self, step: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
     """int32 [N] steps (1 = first future frame) -> [N, h, w, max_horizon]."""
@@ -325,10 +339,10 @@ class VAEBaseline(_PixelModel):
     code = tf.one_hot(tf.minimum(step, horizon) - 1, horizon, dtype=tf.float32)
     return networks.tile_vector(code, like)
 
-  @staticmethod
-  def _normal(stats: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+  def _normal(self, stats: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """[N, h, w, 2Z] -> mean, std (softplus + min_std), each [N, h, w, Z]."""
     mean, raw_std = tf.split(stats, 2, axis=-1)
-    return mean, tf.nn.softplus(raw_std) + _MIN_STD
+    return mean, tf.nn.softplus(raw_std) + self._hyperparameters["min_std"]
 
   def _prior(self, context: tf.Tensor,
              time: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -369,7 +383,7 @@ class VAEBaseline(_PixelModel):
     _, num_steps = self._check_batch(batch)
     k = self.spec.context_length
     frames = self._preprocess(batch["observation"])  # [B, L, H, W, C]
-    encodings = self._encode_sequence(frames)  # [B, L, h, w, D]
+    encodings = self._encode_sequence(frames)  # [B, L, h, w, E]
     context = self._context_net(_window(encodings[:, :k]))  # [B, h, w, D]
     context = tf.repeat(context[:, None], num_steps, axis=1)
     context, lead = networks.merge_leading(context)  # [B * T, h, w, D]
@@ -378,8 +392,8 @@ class VAEBaseline(_PixelModel):
         tf.range(1, num_steps + 1, dtype=tf.int32), lead), [-1])
     time = self._time_code(step, context)
     prior_mean, prior_std = self._prior(context, time)
-    post_mean, post_std = self._normal(
-        self._posterior_net(tf.concat([context, time, targets], -1)))
+    post_mean, post_std = self._normal(self._posterior_net(tf.concat(
+        [context, time, targets, prior_mean, prior_std], -1)))
     z = post_mean + post_std * self.sample_normal(tf.shape(post_mean))
     return dict(lead=lead, context=context, time=time, prior_mean=prior_mean,
                 prior_std=prior_std, post_mean=post_mean, post_std=post_std,
@@ -461,23 +475,24 @@ class AutoregressiveModel(_TeacherForcedModel):
 
   def __init__(self, spec: EnvModelSpec, seed: int = 0, *,
                state_channels: int = 64, hidden_channels: int = 32,
-               pool_channels: int = 32, likelihood: str = "bernoulli",
+               encoder_channels: int = 64, likelihood: str = "bernoulli",
                image_std: float = 0.1, bit_depth: int = 8,
                reward_bits: int = 8, reward_scale: float = 1.0):
-    """state_channels D of e(o) and of the predictive map, hidden_channels of
-    the res_conv stacks, pool_channels of pool-and-inject."""
+    """state_channels D of the predictive map, hidden_channels of res_conv
+    and pool-and-inject, encoder_channels E of e(o); the rest as in the
+    module docstring."""
     super().__init__(spec, seed, dict(
         state_channels=state_channels, hidden_channels=hidden_channels,
-        pool_channels=pool_channels, likelihood=likelihood,
+        encoder_channels=encoder_channels, likelihood=likelihood,
         image_std=image_std, bit_depth=bit_depth, reward_bits=reward_bits,
         reward_scale=reward_scale))
     d = state_channels
     self._window_net = networks.ConvStack((1, 3, 3), (d, d, d),
                                           name="window_net")
-    self._core = Transition(d, hidden_channels, pool_channels, name="core")
+    self._core = Transition(d, hidden_channels, name="core")
 
   def _predict(self, encodings: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
-    """Window encodings [N, h, w, k * D], actions [N, c * A] -> [N, h, w, D],
+    """Window encodings [N, h, w, k * E], actions [N, c * A] -> [N, h, w, D],
     the map the next frame and its reward are decoded from."""
     mixed = self._window_net(encodings)
     return self._core(tf.concat(
@@ -485,16 +500,16 @@ class AutoregressiveModel(_TeacherForcedModel):
 
   def _initial_state(self, observations: tf.Tensor) -> ARState:
     frames = self._context_frames(observations)  # [B, k, H, W, C]
-    encodings = _window(self._encode_sequence(frames))  # [B, h, w, k * D]
+    encodings = _window(self._encode_sequence(frames))  # [B, h, w, k * E]
     return ARState(encodings=encodings, frame=frames[:, -1])
 
   def _step(self, state: ARState,
             encoded_actions: tf.Tensor) -> Tuple[ARState, StepOutput]:
     predictive = self._predict(state.encodings, encoded_actions)
     frame = self._frame_mean(self._decoder(predictive))  # [B, H, W, C]
-    encoding = self.encode_frames(frame)  # [B, h, w, D], the only encoding
+    encoding = self.encode_frames(frame)  # [B, h, w, E], the only encoding
     encodings = tf.concat(
-        [state.encodings[..., self._state_channels:], encoding], -1)
+        [state.encodings[..., self._encoder_channels:], encoding], -1)
     return ARState(encodings, frame), StepOutput(
         reward=self._reward(predictive), features=encoding)
 
@@ -507,8 +522,8 @@ class AutoregressiveModel(_TeacherForcedModel):
     length, num_steps = self._check_batch(batch)
     k = self.spec.context_length
     frames = self._preprocess(batch["observation"][:, :length - 1])
-    encodings = self._encode_sequence(frames)  # [B, L - 1, h, w, D]
-    windows = tf.signal.frame(encodings, k, 1, axis=1)  # [B, T, k, h, w, D]
+    encodings = self._encode_sequence(frames)  # [B, L - 1, h, w, E]
+    windows = tf.signal.frame(encodings, k, 1, axis=1)  # [B, T, k, h, w, E]
     windows, lead = networks.merge_leading(windows)
     actions = tf.stack([self._teacher_actions(batch, t)
                         for t in range(num_steps)], axis=1)  # [B, T, c * A]
@@ -526,17 +541,18 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
   RENDERS_IN_STEP = True
 
   def __init__(self, spec: EnvModelSpec, seed: int = 0, *,
-               state_channels: int = 64, latent_channels: int = 64,
-               hidden_channels: int = 32, pool_channels: int = 32,
+               state_channels: int = 64, latent_channels: int = 32,
+               hidden_channels: int = 32, encoder_channels: int = 64,
                likelihood: str = "bernoulli", image_std: float = 0.1,
                bit_depth: int = 8, reward_bits: int = 8,
                reward_scale: float = 1.0):
-    """state_channels D of s_t and e(o), latent_channels of the prior mean
-    mu, hidden_channels of the prior and res_conv stacks, pool_channels of
-    pool-and-inject."""
+    """state_channels D of s_t, latent_channels of the prior mean mu,
+    hidden_channels of the prior stack, res_conv and pool-and-inject,
+    encoder_channels E of e(o); the rest as in the module docstring.
+    Defaults as state_space.py's dSSM-DET."""
     super().__init__(spec, seed, dict(
         state_channels=state_channels, latent_channels=latent_channels,
-        hidden_channels=hidden_channels, pool_channels=pool_channels,
+        hidden_channels=hidden_channels, encoder_channels=encoder_channels,
         likelihood=likelihood, image_std=image_std, bit_depth=bit_depth,
         reward_bits=reward_bits, reward_scale=reward_scale))
     d = state_channels
@@ -545,7 +561,7 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     self._prior_net = networks.ConvStack(
         (1, 3, 3), (hidden_channels, hidden_channels, latent_channels),
         name="prior_net")
-    self._transition = Transition(d, hidden_channels, pool_channels)
+    self._transition = Transition(d, hidden_channels)
 
   def _transition_step(self, state: tf.Tensor, frame_encoding: tf.Tensor,
                        actions: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -553,12 +569,12 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     tiled = networks.tile_vector(actions, state)
     mu = self._prior_net(tf.concat([state, tiled], -1))
     next_state = self._transition(
-        tf.concat([state, mu, tiled, frame_encoding], -1))
+        tf.concat([state, tiled, mu, frame_encoding], -1))
     return next_state, mu
 
   def _initial_state(self, observations: tf.Tensor) -> RARState:
     frames = self._context_frames(observations)  # [B, k, H, W, C]
-    encodings = self._encode_sequence(frames)  # [B, k, h, w, D]
+    encodings = self._encode_sequence(frames)  # [B, k, h, w, E]
     return RARState(abstract_state=self._initial_net(_window(encodings)),
                     frame_encoding=encodings[:, -1], frame=frames[:, -1])
 
@@ -566,10 +582,11 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
             encoded_actions: tf.Tensor) -> Tuple[RARState, StepOutput]:
     next_state, mu = self._transition_step(
         state.abstract_state, state.frame_encoding, encoded_actions)
-    frame = self._frame_mean(self._decoder(tf.concat([next_state, mu], -1)))
-    encoding = self.encode_frames(frame)  # [B, h, w, D], used next step
+    decoder_inputs = tf.concat([next_state, mu], -1)  # [B, h, w, D + Z]
+    frame = self._frame_mean(self._decoder(decoder_inputs))
+    encoding = self.encode_frames(frame)  # [B, h, w, E], used next step
     return RARState(next_state, encoding, frame), StepOutput(
-        reward=self._reward(next_state), features=next_state)
+        reward=self._reward(decoder_inputs), features=next_state)
 
   def _render(self, state: RARState) -> tf.Tensor:
     return state.frame
@@ -580,7 +597,7 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     length, num_steps = self._check_batch(batch)
     k = self.spec.context_length
     frames = self._preprocess(batch["observation"][:, :length - 1])
-    encodings = self._encode_sequence(frames)  # [B, L - 1, h, w, D]
+    encodings = self._encode_sequence(frames)  # [B, L - 1, h, w, E]
     state = self._initial_net(_window(encodings[:, :k]))
     states, mus = [], []
     for t in range(num_steps):
@@ -590,7 +607,7 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
       mus.append(mu)
     states, lead = networks.merge_leading(tf.stack(states, 1))  # [B * T, ...]
     mus, _ = networks.merge_leading(tf.stack(mus, 1))
-    return dict(lead=lead,
-                decoder_output=self._decoder(tf.concat([states, mus], -1)),
-                reward_logits=self._reward_head.logits(states))
+    decoder_inputs = tf.concat([states, mus], -1)  # [B * T, h, w, D + Z]
+    return dict(lead=lead, decoder_output=self._decoder(decoder_inputs),
+                reward_logits=self._reward_head.logits(decoder_inputs))
 

@@ -68,8 +68,8 @@ def run(config, workdir: str, reverb_address: str = "") -> dict:
       path = files.split_path(dataset_dir, split)
       if os.path.exists(os.path.join(path, files.MANIFEST)):
         manifest = files.read_manifest(path)
-        if manifest.get("steps_requested") == steps and manifest.get(
-            "protocol") == protocol.to_json():
+        if (manifest.get("steps_requested") == steps and
+            environments.Protocol.from_json(manifest["protocol"]) == protocol):
           logging.info("%s split already collected: %s", split, path)
           manifests[split] = manifest
           continue

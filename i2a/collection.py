@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 from typing import Callable, List, Optional
 
+import gymnasium as gym
 import numpy as np
 import reverb
 
@@ -63,17 +64,20 @@ def collect_split(protocol: Protocol, split_dir: Optional[str], num_steps: int,
                   sequence: SequenceSpec = SequenceSpec(),
                   steps_per_shard: int = 20_000,
                   progress_name: str = "collect",
-                  asynchronous: bool = False) -> SplitStats:
+                  asynchronous: bool = False,
+                  envs: Optional[gym.vector.VectorEnv] = None) -> SplitStats:
   """Runs `num_steps` primitive steps (over all envs) and records them.
 
   With `split_dir` None nothing is written to disk (Reverb only, e.g. for
-  benchmarks); with `client` None nothing goes to Reverb.
+  benchmarks); with `client` None nothing goes to Reverb. `envs` replaces
+  the protocol's vector env (tests pass fakes; it must autoreset SAME_STEP).
   """
   if num_steps < num_envs:
     raise ValueError(f"num_steps ({num_steps}) must be >= num_envs "
                      f"({num_envs}).")
-  envs = environments.make_vector_env(protocol, num_envs,
-                                      asynchronous=asynchronous)
+  if envs is None:
+    envs = environments.make_vector_env(protocol, num_envs,
+                                        asynchronous=asynchronous)
   rng = np.random.default_rng(seed)
   observations, _ = envs.reset(seed=seed)
   buffers = [EpisodeBuffer(observations[i]) for i in range(num_envs)]

@@ -15,12 +15,19 @@ import numpy as np
 from PIL import Image
 
 
-class ObservationTransform(gym.ObservationWrapper):
+# Wrappers record their constructor arguments, so gymnasium can re-create
+# them (its env checker and `gym.make` from a spec need this).
+_Recorded = gym.utils.RecordConstructorArgs
+
+
+class ObservationTransform(gym.ObservationWrapper, _Recorded):
   """Crop, then resize ('area' / 'nearest') or zero-pad ('pad') to a size."""
 
   def __init__(self, env: gym.Env, size: Tuple[int, int],
                crop: Optional[Tuple[int, int, int, int]] = None,
                mode: str = "area", grayscale: bool = False):
+    _Recorded.__init__(self, size=size, crop=crop, mode=mode,
+                       grayscale=grayscale)
     super().__init__(env)
     in_shape = env.observation_space.shape
     if len(in_shape) == 2:
@@ -76,10 +83,11 @@ class ObservationTransform(gym.ObservationWrapper):
     return np.ascontiguousarray(out, dtype=np.uint8)
 
 
-class ActionSubset(gym.ActionWrapper):
+class ActionSubset(gym.ActionWrapper, _Recorded):
   """Exposes a subset of the wrapped env's discrete actions, in a given order."""
 
   def __init__(self, env: gym.Env, indices: Sequence[int]):
+    _Recorded.__init__(self, indices=list(indices))
     super().__init__(env)
     self._indices = np.asarray(indices, np.int64)
     self.action_space = gym.spaces.Discrete(len(indices))
@@ -88,8 +96,12 @@ class ActionSubset(gym.ActionWrapper):
     return int(self._indices[action])
 
 
-class CheckedActions(gym.Wrapper):
+class CheckedActions(gym.Wrapper, _Recorded):
   """Refuses an action outside the action space with a clear ValueError."""
+
+  def __init__(self, env: gym.Env):
+    _Recorded.__init__(self)
+    super().__init__(env)
 
   def step(self, action: Any):
     space = self.env.action_space
@@ -104,10 +116,11 @@ class CheckedActions(gym.Wrapper):
     return self.env.spec.id if self.env.spec else type(self.env).__name__
 
 
-class NoopReset(gym.Wrapper):
+class NoopReset(gym.Wrapper, _Recorded):
   """Up to `noop_max` random NOOP (action 0) steps after every reset."""
 
   def __init__(self, env: gym.Env, noop_max: int):
+    _Recorded.__init__(self, noop_max=noop_max)
     super().__init__(env)
     self._noop_max = noop_max
 
@@ -120,10 +133,11 @@ class NoopReset(gym.Wrapper):
     return observation, info
 
 
-class LifeLossTerminal(gym.Wrapper):
+class LifeLossTerminal(gym.Wrapper, _Recorded):
   """Reports a lost life as termination; the game resumes at the next reset."""
 
   def __init__(self, env: gym.Env):
+    _Recorded.__init__(self)
     super().__init__(env)
     self._lives = 0
     self._game_over = True
@@ -149,15 +163,23 @@ class LifeLossTerminal(gym.Wrapper):
     return observation, reward, terminated, truncated, info
 
 
-class ClipReward(gym.RewardWrapper):
+class ClipReward(gym.RewardWrapper, _Recorded):
+  """Rewards clipped to their sign, {-1, 0, 1}."""
+
+  def __init__(self, env: gym.Env):
+    _Recorded.__init__(self)
+    super().__init__(env)
+
   def reward(self, reward: float) -> float:
     return float(np.sign(reward))
 
 
-class FrameCap(gym.Wrapper):
+class FrameCap(gym.Wrapper, _Recorded):
   """Truncates an episode after `max_frames` primitive emulator frames."""
 
   def __init__(self, env: gym.Env, max_frames: int, frames_per_step: int):
+    _Recorded.__init__(self, max_frames=max_frames,
+                       frames_per_step=frames_per_step)
     super().__init__(env)
     self._max_steps = max(1, max_frames // frames_per_step)
     self._steps = 0
@@ -190,7 +212,7 @@ def decode_jumpy_action(index: int, num_actions: int, jump: int) -> np.ndarray:
   return actions
 
 
-class JumpyWrapper(gym.Wrapper):
+class JumpyWrapper(gym.Wrapper, _Recorded):
   """One jumpy step = c primitive actions (Buesing et al. 2018, 'jumpy models').
 
   The jumpy action is the c primitive actions, as an int array [c] or as one
@@ -200,6 +222,7 @@ class JumpyWrapper(gym.Wrapper):
   """
 
   def __init__(self, env: gym.Env, jump: int):
+    _Recorded.__init__(self, jump=jump)
     super().__init__(env)
     if not isinstance(env.action_space, gym.spaces.Discrete):
       raise ValueError("JumpyWrapper needs a Discrete action space, given "

@@ -47,9 +47,13 @@ def make_spec(kind: str, jump: int = 1,
 
 
 def make_model(kind: str, jump: int = 1, seed: int = 0) -> envmodels.EnvModel:
+  """A tiny model with all its variables created (eagerly: a tf.function that
+  creates variables traces twice)."""
   cls = envmodels.model_class(kind)
-  return envmodels.build(make_spec(kind, jump), seed=seed,
-                         **cls.tiny_hyperparameters())
+  model = envmodels.build(make_spec(kind, jump), seed=seed,
+                          **cls.tiny_hyperparameters())
+  model.create_variables()
+  return model
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,6 +104,14 @@ def state_signature(state: Any) -> Any:
       lambda t: tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype), state)
 
 
+def trace(function, signature=None):
+  """tf.function without autograph: the contract asks for code without
+  tensor-dependent Python control flow, and autograph's conversion of every
+  module costs seconds per trace. `test_step_traces_under_autograph` covers
+  the default tf.function."""
+  return tf.function(function, input_signature=signature, autograph=False)
+
+
 def one_hot_actions(actions: np.ndarray) -> tf.Tensor:
   return tf.one_hot(actions, NUM_ACTIONS, dtype=tf.float32)
 
@@ -126,7 +138,6 @@ KIND_JUMP = [pytest.param(kind, jump, id=f"{kind}-jump{jump}")
 def test_hyperparameters_are_json_and_rebuild_the_same_architecture(kind):
   import json
   model = make_model(kind)
-  model.create_variables()
   hyperparameters = json.loads(json.dumps(model.hyperparameters))
   rebuilt = type(model)(model.spec, seed=1, **hyperparameters)
   rebuilt.create_variables()
@@ -142,15 +153,15 @@ def test_hyperparameters_are_json_and_rebuild_the_same_architecture(kind):
 def test_step_and_render_trace_batch_agnostic_with_contract_shapes(kind, jump):
   model = cached_model(kind, jump)
   height, width, channels = FRAME
-  initial_state = tf.function(model.initial_state, input_signature=[
+  initial_state = trace(model.initial_state, [
       tf.TensorSpec((None, CONTEXT) + FRAME, tf.uint8)])
   state = initial_state(make_context())
   signature = state_signature(state)
-  step_int = tf.function(model.step, input_signature=[
-      signature, tf.TensorSpec([None, jump], tf.int32)])
-  step_relaxed = tf.function(model.step, input_signature=[
+  step_int = trace(model.step, [signature,
+                                tf.TensorSpec([None, jump], tf.int32)])
+  step_relaxed = trace(model.step, [
       signature, tf.TensorSpec([None, jump, NUM_ACTIONS], tf.float32)])
-  render = tf.function(model.render, input_signature=[signature])
+  render = trace(model.render, [signature])
 
   for batch in (BATCH, 1):  # the same traces serve any batch size
     state = initial_state(make_context(batch))
@@ -183,10 +194,9 @@ def test_step_and_render_trace_batch_agnostic_with_contract_shapes(kind, jump):
 def test_rollout_traces_and_stacks_features_rewards_and_frames(kind, jump):
   model = cached_model(kind, jump)
   state = model.initial_state(make_context())
-  rollout = tf.function(
-      lambda s, a: model.rollout(s, a, render=True),
-      input_signature=[state_signature(state),
-                       tf.TensorSpec([None, STEPS, jump], tf.int32)])
+  rollout = trace(lambda s, a: model.rollout(s, a, render=True),
+                  [state_signature(state),
+                   tf.TensorSpec([None, STEPS, jump], tf.int32)])
   result = rollout(state, make_actions(jump))
   _, out = model.step(state, make_actions(jump)[:, 0])
   assert result.features.shape == (BATCH, STEPS) + tuple(out.features.shape[1:])
@@ -198,6 +208,17 @@ def test_rollout_traces_and_stacks_features_rewards_and_frames(kind, jump):
   assert_all_finite("rollout rewards", result.rewards)
   no_frames = model.rollout(state, make_actions(jump))
   assert no_frames.frames is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_step_traces_under_autograph(kind):
+  model = cached_model(kind, 1)
+  state = model.initial_state(make_context())
+  step = tf.function(model.step, input_signature=[
+      state_signature(state), tf.TensorSpec([None, 1], tf.int32)])
+  _, out = step(state, make_actions(1)[:, 0])
+  assert out.reward.shape == (BATCH,)
+  assert_all_finite("reward", out.reward)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -224,13 +245,13 @@ def test_loss_traces_and_is_finite_with_gradients_for_every_variable(
     kind, jump):
   model = make_model(kind, jump)
 
-  @tf.function(input_signature=[batch_signature(jump)])
   def loss_and_gradients(batch):
     with tf.GradientTape() as tape:
       output = model.loss(batch)
     return output, tape.gradient(output.loss, model.trainable_variables)
 
-  output, gradients = loss_and_gradients(make_batch(jump))
+  output, gradients = trace(loss_and_gradients, [batch_signature(jump)])(
+      make_batch(jump))
   assert output.loss.shape == ()
   assert_all_finite("loss", output.loss)
   missing = [name for name in REQUIRED_METRICS if name not in output.metrics]
@@ -265,10 +286,8 @@ def test_diagnostics_give_pictures_of_predicted_frames_and_rewards(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_checkpoint_round_trip_gives_identical_outputs(kind, tmp_path):
   source = make_model(kind, seed=0)
-  source.create_variables()
   prefix = tf.train.Checkpoint(model=source).write(str(tmp_path / "ckpt"))
   target = make_model(kind, seed=1)
-  target.create_variables()
   tf.train.Checkpoint(model=target).read(prefix).assert_consumed()
   context, actions = make_context(), make_actions(1)
   source.reseed(SEED)
@@ -400,7 +419,7 @@ def test_bad_shapes_raise_value_error_naming_expected_and_given(
   model = cached_model(kind, 1)
   function, args, expected, given = _bad_call(model, case)
   if mode == "tf_function":
-    function = tf.function(function)
+    function = tf.function(function)  # the default, with autograph
   with pytest.raises(ValueError) as error:
     function(*args)
   message = str(error.value)

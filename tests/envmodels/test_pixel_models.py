@@ -69,6 +69,13 @@ def test_kinds_are_registered():
   assert registry.model_class("ar") is pixel_models.AutoregressiveModel
 
 
+def test_only_ar_and_rar_use_actions_and_render_in_step():
+  assert [make_model(kind).uses_actions for kind in KINDS] == [
+      False, True, True]
+  assert [registry.model_class(kind).RENDERS_IN_STEP for kind in KINDS] == [
+      False, True, True]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_hyperparameters_rebuild_the_same_architecture(kind):
   model = make_model(kind, jump=3)
@@ -101,7 +108,8 @@ def test_shapes_and_dtypes(kind, jump):
   assert relaxed.features.shape == out.features.shape
 
   rollout = model.rollout(state, rollout_actions(batch), render=True)
-  assert rollout.features.shape == (BATCH, STEPS) + tuple(out.features.shape[1:])
+  assert rollout.features.shape == (BATCH, STEPS) + tuple(
+      out.features.shape[1:])
   assert rollout.rewards.shape == (BATCH, STEPS)
   assert rollout.frames.shape == (BATCH, STEPS) + SHAPE
   assert model.rollout(state, rollout_actions(batch)).frames is None
@@ -316,7 +324,8 @@ def test_bad_actions_raise_with_shapes(kind):
   model = make_model(kind, jump=3)
   batch = make_batch(jump=3)
   state = model.initial_state(batch["observation"][:, :CONTEXT])
-  with pytest.raises(ValueError, match=r"expected shape \[B, 3\].*given \[2, 2\]"):
+  with pytest.raises(ValueError,
+                     match=r"expected shape \[B, 3\].*given \[2, 2\]"):
     model.step(state, tf.zeros([BATCH, 2], tf.int32))
   with pytest.raises(ValueError, match=r"\[B, 3, 4\].*given \[2, 3, 5\]"):
     model.step(state, tf.zeros([BATCH, 3, 5], tf.float32))
@@ -333,7 +342,8 @@ def test_bad_batches_raise_with_shapes(kind):
   too_short = {key: value[:, :CONTEXT] for key, value in batch.items()}
   with pytest.raises(ValueError, match=r"T > 3, given \[2, 3, 16"):
     model.loss(too_short)
-  with pytest.raises(ValueError, match=r"expected shape \[B, 6, 1\], given \[2, 6, 2\]"):
+  with pytest.raises(ValueError,
+                     match=r"expected shape \[B, 6, 1\], given \[2, 6, 2\]"):
     model.loss(dict(batch, action=tf.zeros([BATCH, LENGTH, 2], tf.int32)))
   with pytest.raises(ValueError, match="missing"):
     model.loss({"observation": batch["observation"]})

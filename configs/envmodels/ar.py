@@ -1,0 +1,10 @@
+"""AR: autoregressive in pixel space.
+
+See configs/envmodels/common.py for the fields and presets.
+"""
+
+from configs.envmodels import common
+
+
+def get_config(preset: str = ""):
+  return common.make_config("ar", preset, "configs/envmodels/ar.py")

@@ -1,0 +1,10 @@
+"""dSSM-DET: deterministic state-space model (prior mean everywhere).
+
+See configs/envmodels/common.py for the fields and presets.
+"""
+
+from configs.envmodels import common
+
+
+def get_config(preset: str = ""):
+  return common.make_config("dssm_det", preset, "configs/envmodels/dssm_det.py")

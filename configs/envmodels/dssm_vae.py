@@ -1,0 +1,10 @@
+"""dSSM-VAE: mean into the transition, a sample into the decoder.
+
+See configs/envmodels/common.py for the fields and presets.
+"""
+
+from configs.envmodels import common
+
+
+def get_config(preset: str = ""):
+  return common.make_config("dssm_vae", preset, "configs/envmodels/dssm_vae.py")

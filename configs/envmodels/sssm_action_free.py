@@ -1,0 +1,12 @@
+"""Action-free sSSM, the base of the learned imagination prior.
+
+See configs/envmodels/common.py for the fields and presets.
+"""
+
+from configs.envmodels import common
+
+
+def get_config(preset: str = ""):
+  return common.make_config("sssm", preset,
+                            "configs/envmodels/sssm_action_free.py",
+                            action_free=True)

@@ -1,0 +1,10 @@
+"""VAE baseline: frames independent given the 3 context frames.
+
+See configs/envmodels/common.py for the fields and presets.
+"""
+
+from configs.envmodels import common
+
+
+def get_config(preset: str = ""):
+  return common.make_config("vae", preset, "configs/envmodels/vae.py")

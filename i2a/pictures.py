@@ -1,0 +1,133 @@
+"""Pictures people would rather look at than read: strips, GIFs, plots.
+
+Everything is written atomically (io_utils.atomic_path) as PNG or GIF under a
+run's `images/` directory; the same arrays go to TensorBoard as image
+summaries.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+from PIL import Image
+
+from i2a import io_utils
+
+
+def to_uint8(frames: np.ndarray) -> np.ndarray:
+  """float in [0, 1] or uint8 -> uint8 RGB (grayscale is repeated)."""
+  frames = np.asarray(frames)
+  if frames.dtype != np.uint8:
+    frames = np.clip(np.round(frames * 255.0), 0, 255).astype(np.uint8)
+  if frames.shape[-1] == 1:
+    frames = np.repeat(frames, 3, axis=-1)
+  return frames
+
+
+def upscale(image: np.ndarray, min_height: int = 96) -> np.ndarray:
+  """Nearest-neighbour upscaling so tiny frames (MiniPacman) stay visible."""
+  factor = max(1, int(np.ceil(min_height / image.shape[-3])))
+  if factor == 1:
+    return image
+  return image.repeat(factor, axis=-3).repeat(factor, axis=-2)
+
+
+def grid(rows: Sequence[np.ndarray], gap: int = 2) -> np.ndarray:
+  """rows of frames [T, H, W, 3] uint8 -> one image, white gaps between."""
+  _, height, width, _ = rows[0].shape
+  num_cols = max(len(r) for r in rows)
+  out = np.full(((height + gap) * len(rows) - gap,
+                 (width + gap) * num_cols - gap, 3), 255, np.uint8)
+  for i, row in enumerate(rows):
+    for j, frame in enumerate(row):
+      out[i * (height + gap):i * (height + gap) + height,
+          j * (width + gap):j * (width + gap) + width] = frame
+  return out
+
+
+def prediction_strip(truth: np.ndarray, prediction: np.ndarray,
+                     context: Optional[np.ndarray] = None) -> np.ndarray:
+  """Rows: truth, prediction, |error| over time ([T, H, W, C] each).
+
+  With `context` [k, H, W, C], the context frames lead each row (the error
+  row shows them black), so open-loop predictions read left to right.
+  """
+  truth, prediction = to_uint8(truth), to_uint8(prediction)
+  error = np.abs(truth.astype(np.int16) - prediction.astype(np.int16))
+  error = error.astype(np.uint8)
+  rows = [truth, prediction, error]
+  if context is not None:
+    context = to_uint8(context)
+    rows = [np.concatenate([context, truth]),
+            np.concatenate([context, prediction]),
+            np.concatenate([np.zeros_like(context), error])]
+  return grid([upscale(r) for r in rows])
+
+
+def save_png(path: str, image: np.ndarray) -> None:
+  with io_utils.atomic_path(path) as tmp:
+    Image.fromarray(to_uint8(image)).save(tmp, format="PNG")
+
+
+def save_gif(path: str, frames: Sequence[np.ndarray],
+             duration_ms: int = 200) -> None:
+  images = [Image.fromarray(to_uint8(f)) for f in frames]
+  with io_utils.atomic_path(path) as tmp:
+    images[0].save(tmp, format="GIF", save_all=True,
+                   append_images=images[1:], duration=duration_ms, loop=0)
+
+
+def prediction_gif(path: str, truth: np.ndarray,
+                   prediction: np.ndarray) -> None:
+  """A GIF of [truth | prediction | error] side by side, one frame per step."""
+  truth, prediction = to_uint8(truth), to_uint8(prediction)
+  error = np.abs(truth.astype(np.int16) - prediction.astype(np.int16)).astype(
+      np.uint8)
+  frames = [upscale(grid([np.stack([t, p, e])]))
+            for t, p, e in zip(truth, prediction, error)]
+  save_gif(path, frames)
+
+
+def _pyplot():
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  return plt
+
+
+def reward_scatter(path: str, predicted: np.ndarray, true: np.ndarray,
+                   title: str = "predicted vs true reward") -> None:
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(4, 4), dpi=100)
+  ax.scatter(np.ravel(true), np.ravel(predicted), s=6, alpha=0.5)
+  low = float(min(np.min(true), np.min(predicted), 0.0))
+  high = float(max(np.max(true), np.max(predicted), 1e-3))
+  ax.plot([low, high], [low, high], "k--", lw=1)
+  ax.set_xlabel("true reward")
+  ax.set_ylabel("predicted reward")
+  ax.set_title(title)
+  fig.tight_layout()
+  with io_utils.atomic_path(path) as tmp:
+    fig.savefig(tmp, format="png")
+  plt.close(fig)
+
+
+def line_plot(path: str, curves: Dict[str, tuple], xlabel: str, ylabel: str,
+              title: str = "") -> None:
+  """curves: {label: (x, y)} -> one PNG with a line per label."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+  for label, (x, y) in curves.items():
+    ax.plot(x, y, label=label)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  if title:
+    ax.set_title(title)
+  if len(curves) > 1:
+    ax.legend()
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  with io_utils.atomic_path(path) as tmp:
+    fig.savefig(tmp, format="png")
+  plt.close(fig)

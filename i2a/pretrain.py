@@ -1,0 +1,30 @@
+"""python -m i2a.pretrain: train an environment model and export it frozen.
+
+  python -m i2a.pretrain --config=configs/envmodels/dssm_det.py:small \
+      --config.data=COLLECT_WORKDIR/dataset --workdir=DIR
+
+Writes DIR/{config.json, protocol.json, checkpoints/, tb/, metrics.csv,
+eval.csv, images/, export/}; rerunning resumes from the last checkpoint and
+skips a finished run. Loss knobs: --config.loss.kl_scale, .free_nats,
+.global_kl_scale, .overshooting (docs/envmodels.md).
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from i2a import pretraining
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", "configs/envmodels/dssm_det.py:small",
+    "Envmodel config file[:preset] under configs/envmodels/.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
+                               required=True)
+
+
+def main(argv):
+  del argv
+  pretraining.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,220 @@
+"""Pretraining an environment model: dataset -> loss -> optimizer -> export.
+
+Data flow (README.md): the train split of a collected dataset is loaded once
+into a `WindowSampler` (jumpy windows of context_length + T steps), served as
+tf.data batches to a tf.function train step on `model.loss`; the held-out
+test split is evaluated periodically on a fixed set of windows. The run writes
+TensorBoard summaries, metrics.csv / eval.csv, pictures (PNG/GIF under
+images/), keeps the last N checkpoints (model, optimizer, step) and resumes
+from the latest; at the end the model is exported frozen to WORKDIR/export.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Dict, Optional
+
+import ml_collections
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+from absl import logging
+
+import envmodels
+from i2a import environments, io_utils, pictures, runs
+from i2a.metrics import MetricsLog
+from i2a.progress import Progress
+from i2a.replay import datasets, files
+
+EXPORT = "export"
+DONE = "pretrain_done.json"  # written after the export is complete
+
+
+def dataset_protocol(data_dir: str) -> environments.Protocol:
+  """The protocol a dataset was collected under (train and test must agree)."""
+  if not data_dir:
+    raise ValueError("config.data is empty: pass --config.data=DIR/dataset, "
+                     "the dataset written by `python -m i2a.collect "
+                     "--workdir=DIR`.")
+  train = files.read_manifest(files.split_path(data_dir, "train"))
+  test = files.read_manifest(files.split_path(data_dir, "test"))
+  protocol = environments.Protocol.from_json(train["protocol"])
+  if environments.Protocol.from_json(test["protocol"]) != protocol:
+    raise files.DatasetError(f"{data_dir}: the train and test splits were "
+                             "collected under different protocols.")
+  return protocol
+
+
+def model_spec(config: ml_collections.ConfigDict,
+               protocol: environments.Protocol) -> envmodels.EnvModelSpec:
+  return envmodels.EnvModelSpec(
+      kind=config.kind, observation_shape=protocol.observation_shape,
+      num_actions=environments.num_actions(protocol), jump=config.jump,
+      context_length=config.context_length, action_free=config.action_free)
+
+
+class Pretrainer:
+  """One pretraining run in `workdir` (resumes what is there)."""
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+    self.config = config
+    self.protocol = dataset_protocol(config.data)
+    # Budgets and logging cadence may change on resume; the model may not.
+    self.workdir = runs.prepare_workdir(
+        workdir, config, self.protocol,
+        ignore=("train_steps", "log_every", "eval_every", "image_every",
+                "checkpoint_every", "keep_checkpoints", "eval_windows",
+                "data"))
+    self.spec = model_spec(config, self.protocol)
+    self.model = envmodels.build(self.spec, seed=config.seed,
+                                 **config.model.to_dict())
+    self.optimizer = snt.optimizers.Adam(config.learning_rate)
+    self.step = tf.Variable(0, dtype=tf.int64, name="step")
+    self._checkpoint = tf.train.Checkpoint(model=self.model,
+                                           optimizer=self.optimizer,
+                                           step=self.step)
+    self._manager = tf.train.CheckpointManager(
+        self._checkpoint, os.path.join(self.workdir, "checkpoints"),
+        max_to_keep=config.keep_checkpoints)
+    length = config.context_length + config.T
+    logging.info("loading dataset %s", config.data)
+    self.train_windows = datasets.window_sampler(
+        files.split_path(config.data, "train"), length, config.jump)
+    self.test_windows = datasets.window_sampler(
+        files.split_path(config.data, "test"), length, config.jump)
+    self.log = MetricsLog(self.workdir)
+    self.images_dir = os.path.join(self.workdir, "images")
+    self._train_step = tf.function(self._train_step_impl)
+    self._eval_step = tf.function(self._eval_step_impl)
+    self._diagnostics = tf.function(self.model.diagnostics)
+
+  @property
+  def export_dir(self) -> str:
+    return os.path.join(self.workdir, EXPORT)
+
+  def finished_step(self) -> Optional[int]:
+    """The step whose export is complete, or None."""
+    path = os.path.join(self.workdir, DONE)
+    if not os.path.exists(path) or not os.path.exists(self.export_dir):
+      return None
+    return int(io_utils.read_json(path)["step"])
+
+  # -- Steps -----------------------------------------------------------------
+
+  def _train_step_impl(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    with tf.GradientTape() as tape:
+      out = self.model.loss(batch, **self.config.loss.to_dict())
+    variables = self.model.trainable_variables
+    gradients = tape.gradient(out.loss, variables)
+    clipped, norm = tf.clip_by_global_norm(gradients, self.config.clip_norm)
+    self.optimizer.apply(clipped, variables)
+    self.step.assign_add(1)
+    return dict(out.metrics, gradient_norm=norm)
+
+  def _eval_step_impl(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    out = self.model.loss(batch, **self.config.loss.to_dict())
+    return dict(out.metrics, batch_size=tf.shape(batch["reward"])[0])
+
+  def evaluate(self) -> Dict[str, float]:
+    """Held-out metrics, averaged over a fixed set of test windows."""
+    totals: Dict[str, float] = {}
+    count = 0
+    for batch in datasets.evaluation_batches(
+        self.test_windows, self.config.batch_size, self.config.eval_windows):
+      metrics = self._eval_step(batch)
+      size = int(metrics.pop("batch_size"))
+      for key, value in metrics.items():
+        totals[key] = totals.get(key, 0.0) + float(value) * size
+      count += size
+    return {k: v / count for k, v in totals.items()}
+
+  def write_pictures(self, step: int) -> Dict[str, str]:
+    """Open-loop / closed-loop / 1-step strips, a GIF and a reward plot."""
+    batch = next(iter(datasets.evaluation_batches(
+        self.test_windows, self.config.batch_size, self.config.batch_size,
+        seed=1)))
+    out = {k: v.numpy() for k, v in self._diagnostics(batch).items()}
+    k = self.config.context_length
+    observation = batch["observation"].numpy()
+    truth, context = observation[0, k:], observation[0, :k]
+    written = {}
+    for name in ("open_loop", "closed_loop", "one_step_prior"):
+      strip = pictures.prediction_strip(truth, out[name][0],
+                                        context if name == "open_loop" else None)
+      path = os.path.join(self.images_dir, f"{name}_{step:07d}.png")
+      pictures.save_png(path, strip)
+      self.log.image(step, f"images/{name}", strip)
+      written[name] = path
+    gif = os.path.join(self.images_dir, f"open_loop_{step:07d}.gif")
+    pictures.prediction_gif(gif, truth, out["open_loop"][0])
+    scatter = os.path.join(self.images_dir, f"rewards_{step:07d}.png")
+    pictures.reward_scatter(scatter, out["open_loop_reward"],
+                            out["true_reward"],
+                            title=f"open-loop rewards, step {step}")
+    written.update(gif=gif, rewards=scatter)
+    return written
+
+  # -- The loop --------------------------------------------------------------
+
+  def restore(self) -> int:
+    latest = self._manager.latest_checkpoint
+    if latest:
+      self._checkpoint.restore(latest)
+      logging.info("resumed from %s (step %d)", latest, int(self.step))
+    self.log.truncate_after(int(self.step))
+    return int(self.step)
+
+  def train(self) -> Dict[str, float]:
+    """Trains to config.train_steps (resuming), evaluates, exports."""
+    config = self.config
+    start = self.restore()
+    if start >= config.train_steps and self.finished_step() == start:
+      print(f"pretraining already finished at step {start}: "
+            f"{self.export_dir}", flush=True)
+      return self.evaluate()
+    # The data stream depends on the step it starts from: a resumed run sees
+    # the same batches after its restore point on every rerun.
+    batches = iter(datasets.sampled_batches(self.train_windows,
+                                            config.batch_size,
+                                            seed=config.seed * 1_000_003 + start))
+    progress = Progress(f"pretrain {config.kind}", config.train_steps,
+                        "steps", initial=start)
+    metrics: Dict[str, float] = {}
+    step = start
+    while step < config.train_steps:
+      metrics = self._train_step(next(batches))
+      step = int(self.step)
+      if step % config.log_every == 0 or step == config.train_steps:
+        values = self.log.write(step, metrics)
+        progress.update(step - progress.done, force=True,
+                        loss=values["loss"],
+                        nats=values["log_likelihood_per_frame"])
+      if step % config.eval_every == 0 or step == config.train_steps:
+        held_out = self.log.write(step, self.evaluate(), split="eval")
+        logging.info("step %d held-out: %s", step, held_out)
+      if step % config.image_every == 0 or step == config.train_steps:
+        self.write_pictures(step)
+      if step % config.checkpoint_every == 0 or step == config.train_steps:
+        self._manager.save(checkpoint_number=step)
+    self.log.flush()
+    progress.close()
+    if not np.isfinite(float(metrics.get("loss", 0.0))):
+      raise FloatingPointError(f"the loss is not finite at step {step}; "
+                               "lower --config.learning_rate.")
+    held_out = self.evaluate()
+    envmodels.export(self.model, self.export_dir)
+    io_utils.atomic_write_json(os.path.join(self.workdir, DONE),
+                               dict(step=step, export=self.export_dir,
+                                    held_out=held_out))
+    print(f"exported {self.spec.kind} to {self.export_dir} "
+          f"(held-out {held_out['log_likelihood_per_frame']:.1f} nats/frame)",
+          flush=True)
+    return held_out
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, float]:
+  started = time.monotonic()
+  result = Pretrainer(config, workdir).train()
+  logging.info("pretraining took %.0fs", time.monotonic() - started)
+  return result
