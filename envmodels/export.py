@@ -70,6 +70,13 @@ def _read_spec_json(path: str) -> Dict[str, Any]:
   return data if isinstance(data, dict) else None
 
 
+def _write_file(path: str, text: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+
+
 def is_export(path: str) -> bool:
   """Whether `path` is a directory holding an envmodel export's spec.json."""
   data = _read_spec_json(path) if os.path.isdir(path) else None
@@ -129,15 +136,17 @@ def export(model: base.EnvModel, export_dir: str) -> str:
   try:
     tf.train.Checkpoint(model=model).write(
         os.path.join(tmp_dir, VARIABLES_PREFIX))
-    with open(os.path.join(tmp_dir, SPEC_FILE), "w", encoding="utf-8") as f:
-      f.write(spec_text + "\n")
-      f.flush()
-      os.fsync(f.fileno())
-    if os.path.exists(export_dir):
+    _write_file(os.path.join(tmp_dir, SPEC_FILE), spec_text + "\n")
+    if os.path.exists(export_dir):  # replace an older export
       old_dir = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
       os.rename(export_dir, os.path.join(old_dir, name))
-      os.rename(tmp_dir, export_dir)
-      shutil.rmtree(old_dir, ignore_errors=True)
+      try:
+        os.rename(tmp_dir, export_dir)
+      except BaseException:
+        os.rename(os.path.join(old_dir, name), export_dir)
+        raise
+      finally:
+        shutil.rmtree(old_dir, ignore_errors=True)
     else:
       os.rename(tmp_dir, export_dir)
   except BaseException:
@@ -184,7 +193,8 @@ def _load_spec_json(export_dir: str) -> Dict[str, Any]:
         f"envmodel export {export_dir!r} has format version {version}, newer "
         f"than this envmodels reads (versions "
         f"{', '.join(map(str, READABLE_VERSIONS))}). Upgrade the package "
-        "(pip install -U of this framework) to load it.")
+        f"that provides envmodels to a release that reads format version "
+        f"{version} (pip install -U ...), then load it again.")
   for key, kind in (("spec", dict), ("hyperparameters", dict)):
     if not isinstance(data.get(key), kind):
       raise ExportError(f"{path!r} is corrupt: field {key!r} must be a JSON "

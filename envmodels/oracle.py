@@ -82,6 +82,7 @@ from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Sequence,
 
 import gymnasium as gym
 import numpy as np
+import sonnet as snt
 import tensorflow as tf
 
 from envmodels import base
@@ -126,11 +127,13 @@ def _wrapper_chain(env: gym.Env) -> List[gym.Wrapper]:
 
 def _emulator_kind(env: gym.Env) -> str:
   unwrapped = env.unwrapped
+  # ALE first: ale_py's AtariEnv also has clone_state(), but it leaves the
+  # RNG out by default, and sticky actions would then replay differently.
+  if hasattr(unwrapped, "ale"):
+    return "ale"
   if hasattr(unwrapped, "clone_state") and hasattr(unwrapped,
                                                    "restore_state"):
     return "clone_state"
-  if hasattr(unwrapped, "ale"):
-    return "ale"
   raise ValueError(
       f"the oracle cannot snapshot {type(unwrapped).__name__}: it needs an "
       "ALE env (with .ale) or an env with clone_state()/restore_state() "
@@ -291,6 +294,7 @@ def _host_call(function: Callable[..., Tuple[np.ndarray, ...]],
 
 
 @registry.register(KIND)
+@snt.allow_empty_variables
 class OracleModel(base.EnvModel):
   """The real environment as an EnvModel (see the module docstring).
 
@@ -334,14 +338,18 @@ class OracleModel(base.EnvModel):
     if relaxed_actions not in RELAXED_ACTION_MODES:
       raise ValueError(f"relaxed_actions must be one of "
                        f"{RELAXED_ACTION_MODES}, given {relaxed_actions!r}.")
-    self.hyperparameters = dict(capacity=capacity,
-                                relaxed_actions=relaxed_actions)
+    self._hyperparameters = dict(capacity=capacity,
+                                 relaxed_actions=relaxed_actions)
     self._relaxed_actions = relaxed_actions
     self._store = _SnapshotStore(capacity)
     self._lock = threading.Lock()
-    self._worker = env_fn()
-    self._worker_kind = _emulator_kind(self._worker)
-    self._check_worker(self._worker)
+    self._worker = env_fn()  # the one env every query is restored into
+    try:
+      _emulator_kind(self._worker)  # refuses envs it cannot snapshot
+      self._check_worker(self._worker)
+    except ValueError:
+      self._worker.close()
+      raise
     self._worker.reset(seed=seed)
 
   def _check_worker(self, env: gym.Env) -> None:
@@ -360,6 +368,11 @@ class OracleModel(base.EnvModel):
           f"{tuple(self.spec.observation_shape)} and {self.spec.num_actions}; "
           "build the spec from the env: envmodels.oracle.spec_for_env(env, "
           "jump).")
+
+  @property
+  def hyperparameters(self) -> Dict[str, Any]:
+    """The constructor's JSON-able hyperparameters (env_fn excluded)."""
+    return dict(self._hyperparameters)
 
   # -- What the oracle refuses -----------------------------------------------
 
@@ -446,9 +459,9 @@ class OracleModel(base.EnvModel):
                          f"{snapshot.frame.shape}, the spec says "
                          f"{frame_shape}; build the spec with spec_for_env.")
       snapshots.append(snapshot)
+    self._check_capacity(len(snapshots))
     with self._lock:
       handles = np.array([self._store.add(s) for s in snapshots], np.int64)
-      self._check_capacity(len(handles))
     return OracleState(handle=tf.constant(handles),
                        done=tf.constant([s.done for s in snapshots]))
 
@@ -638,6 +651,8 @@ class OracleModel(base.EnvModel):
         self._features(tf.reshape(frames, [-1, height, width, channels])),
         tf.concat([tf.shape(frames)[:2],
                    [height // 8, width // 8, 64 * channels]], 0))
+    features.set_shape(frames.shape[:2].concatenate(
+        [height // 8, width // 8, 64 * channels]))
     return base.Rollout(
         features=features,  # [B, T, H/8, W/8, 64 C]
         rewards=rewards,  # [B, T]

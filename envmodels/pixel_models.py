@@ -159,7 +159,6 @@ class _PixelModel(EnvModel):
     # Stored privately: tf.Module would wrap a public dict attribute in a
     # tracking proxy that json.dumps (C encoder) rejects.
     self._hyperparameters = dict(hyperparameters)
-    self._state_channels = hyperparameters["state_channels"]
     self._encoder_channels = hyperparameters["encoder_channels"]
     self._encoder = networks.Encoder(self._encoder_channels, name="encoder")
     self._decoder = networks.Decoder(spec.observation_shape[2], name="decoder")

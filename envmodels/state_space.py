@@ -486,7 +486,8 @@ class StateSpaceModel(base.EnvModel):
       prior(tf.zeros([1, height // 8, width // 8, self._state_channels]))
     rng = tf.random.Generator.from_seed(seed)
     for variable in prior.variables:
-      if variable.shape.rank == 4:  # conv kernel: TruncatedNormal(1/sqrt(fan_in))
+      # Conv kernels: Sonnet's TruncatedNormal(1 / sqrt(fan_in)); biases 0.
+      if variable.shape.rank == 4:
         fan_in = float(np.prod(variable.shape[:-1]))
         variable.assign(rng.truncated_normal(variable.shape,
                                              stddev=1.0 / math.sqrt(fan_in)))

@@ -1,5 +1,7 @@
 """Collection: a policy steps vectorised environments; steps become data.
 
+`run(config, workdir)` is the runtime of `python -m i2a.collect`.
+
 Data flow (README.md): `collect_split` runs `policy` on `make_vector_env`
 and sends every environment's steps to two sinks: whole episodes to a
 `files.SplitWriter` (the dataset on disk) and, when a Reverb client is given,
@@ -12,16 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from typing import Callable, List, Optional
 
 import gymnasium as gym
 import numpy as np
 import reverb
+from absl import logging
 
-from i2a import environments
+from i2a import environments, runs
 from i2a.environments import Protocol
 from i2a.progress import Progress
-from i2a.replay import files, writers
+from i2a.replay import files, tables, writers
 from i2a.replay.episodes import EpisodeBuffer
 
 # policy(observations uint8 [N, H, W, C], rng) -> actions int [N]
@@ -140,3 +144,66 @@ def collect_split(protocol: Protocol, split_dir: Optional[str], num_steps: int,
       steps_per_s=progress.rate(),
       mean_return=float(np.mean(finished_returns)) if finished_returns
       else float("nan"))
+
+
+def make_policy(config, protocol: Protocol) -> Policy:
+  if config.policy != "random":
+    raise ValueError(
+        f"config.policy={config.policy!r} is not available: collection runs "
+        "the uniform random policy ('random').")
+  return uniform_random_policy(environments.num_actions(protocol))
+
+
+def run(config, workdir: str, reverb_address: str = "") -> dict:
+  """Collects the train and test splits; returns their manifests."""
+  protocol = runs.protocol_from_config(config)
+  if config.test_seed < config.seed + config.num_envs and (
+      config.seed < config.test_seed + config.num_envs):
+    raise ValueError(f"train seeds [{config.seed}, +{config.num_envs}) and "
+                     f"test seeds [{config.test_seed}, +{config.num_envs}) "
+                     "overlap; pick disjoint config.seed and config.test_seed.")
+  workdir = runs.prepare_workdir(workdir, config, protocol)
+  policy = make_policy(config, protocol)
+  seq = config.sequence
+  sequence = SequenceSpec(seq.context_length, seq.T, seq.jump,
+                                     seq.stride)
+  server = None
+  if reverb_address:
+    client = tables.connect(reverb_address)
+    tables.table_signature(client, tables.SEQUENCES)  # KeyError if missing
+  else:
+    signature = tables.sequence_signature(protocol.observation_shape,
+                                          sequence.length, sequence.jump)
+    server = tables.start_server(
+        [tables.sequences_table(signature, config.reverb_max_size)])
+    client = server.localhost_client()
+  dataset_dir = os.path.join(workdir, "dataset")
+  manifests = {}
+  try:
+    for split, steps, seed in (("train", config.train_steps, config.seed),
+                               ("test", config.test_steps, config.test_seed)):
+      path = files.split_path(dataset_dir, split)
+      if os.path.exists(os.path.join(path, files.MANIFEST)):
+        manifest = files.read_manifest(path)
+        if (manifest.get("steps_requested") == steps and
+            Protocol.from_json(manifest["protocol"]) == protocol):
+          logging.info("%s split already collected: %s", split, path)
+          manifests[split] = manifest
+          continue
+      metadata = dict(split=split, protocol=protocol.to_json(),
+                      policy=config.policy, steps_requested=steps)
+      stats = collect_split(
+          protocol, path, steps, config.num_envs, seed, policy,
+          metadata=metadata, client=client, sequence=sequence,
+          steps_per_shard=config.steps_per_shard,
+          progress_name=f"collect {split}",
+          asynchronous=config.asynchronous)
+      logging.info("%s: %s", split, stats)
+      manifests[split] = files.read_manifest(path)
+  finally:
+    if server is not None:
+      server.stop()
+  print(f"dataset written to {dataset_dir} "
+        f"(train {manifests['train']['steps']:,} steps, "
+        f"test {manifests['test']['steps']:,} steps)", flush=True)
+  return manifests

@@ -4,24 +4,14 @@ signals, and the AR/RAR efficiency claims (one encoding per step, rendering
 without recomputation)."""
 
 import json
-import sys
-import types
 from unittest import mock
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-try:
-  import envmodels  # noqa: F401
-except ImportError:  # Sibling modules (state_space, export) not written yet:
-  # load this package's modules without running its __init__.
-  _package = types.ModuleType("envmodels")
-  _package.__path__ = [__file__.rsplit("/tests/", 1)[0] + "/envmodels"]
-  sys.modules["envmodels"] = _package
-
-from envmodels import pixel_models, registry  # noqa: E402
-from envmodels.base import EnvModelSpec  # noqa: E402
+from envmodels import pixel_models, registry
+from envmodels.base import EnvModelSpec
 
 KINDS = ("vae", "ar", "rar")
 SHAPE = (16, 16, 3)

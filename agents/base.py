@@ -1,0 +1,52 @@
+"""The actor-critic network interface every agent in agents/ implements.
+
+Data flow: actors (agents/acting.py) call the network on the last
+`context_length` frames of each environment to pick actions; the learner
+(agents/learning.py) calls it on batches of unrolls read from the Reverb
+`unrolls` queue and minimises the actor-critic loss plus the network's own
+`auxiliary_loss` (e.g. the I2A's distillation loss). Networks are
+feedforward over a window of frames: the I2A's LSTM reads imagined rollouts
+within one step, not across time.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Dict, NamedTuple, Optional, Tuple
+
+import sonnet as snt
+import tensorflow as tf
+
+
+class NetworkOutput(NamedTuple):
+  policy_logits: tf.Tensor  # float32 [B, A]
+  value: tf.Tensor  # float32 [B]
+  extras: Dict[str, tf.Tensor]  # anything auxiliary_loss needs, [B, ...]
+
+
+class ActorCriticNetwork(snt.Module, abc.ABC):
+  """pi(a | o_{t-k+1..t}) and V(o_{t-k+1..t}) from a window of k frames."""
+
+  def __init__(self, num_actions: int, context_length: int,
+               name: Optional[str] = None):
+    super().__init__(name=name)
+    if num_actions < 1 or context_length < 1:
+      raise ValueError("num_actions and context_length must be >= 1, given "
+                       f"{num_actions} and {context_length}.")
+    self.num_actions = num_actions
+    self.context_length = context_length
+
+  @abc.abstractmethod
+  def __call__(self, observations: tf.Tensor) -> NetworkOutput:
+    """observations: uint8 [B, context_length, H, W, C] (oldest first)."""
+
+  def auxiliary_loss(self, output: NetworkOutput
+                     ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """Extra loss terms (scalar) and their metrics; none by default."""
+    del output
+    return tf.constant(0.0), {}
+
+  @property
+  def learnable_variables(self) -> Tuple[tf.Variable, ...]:
+    """The variables the learner updates (a frozen envmodel's are not)."""
+    return self.trainable_variables

@@ -1,0 +1,44 @@
+"""python -m i2a.evaluate_models: the paper's Table 1 for exported envmodels.
+
+  python -m i2a.evaluate_models --models=RUN_A/export,RUN_B/export \
+      --data=COLLECT_WORKDIR/dataset [--output=DIR] [--T=10]
+
+Writes DIR/model_table.md and DIR/model_table.json (default DIR:
+./model_table): held-out nats per frame, improvement over the VAE baseline,
+rollout time relative to AR (measured in this run), imagined transitions/s.
+"""
+
+from absl import app, flags
+
+from i2a import model_evaluation
+
+_MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs.",
+                            required=True)
+_DATA = flags.DEFINE_string("data", None, "Dataset dir (with train/ and "
+                            "test/ splits) from python -m i2a.collect.",
+                            required=True)
+_OUTPUT = flags.DEFINE_string("output", "model_table", "Output directory.")
+_T = flags.DEFINE_integer("T", 10, "Predicted steps after the context.")
+_NUM_WINDOWS = flags.DEFINE_integer("num_windows", 256,
+                                    "Held-out windows per model.")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 16, "Evaluation batch size.")
+_HORIZON = flags.DEFINE_integer("horizon", 12, "Rollout length in primitive "
+                                "steps for the timing.")
+_ROLLOUT_BATCH = flags.DEFINE_integer("rollout_batch", 32,
+                                      "Rollouts timed in parallel.")
+
+
+def main(argv):
+  del argv
+  rows = model_evaluation.evaluate(
+      _MODELS.value, _DATA.value, T=_T.value, num_windows=_NUM_WINDOWS.value,
+      batch_size=_BATCH_SIZE.value, horizon=_HORIZON.value,
+      rollout_batch=_ROLLOUT_BATCH.value)
+  report = model_evaluation.write_report(rows, _OUTPUT.value, _HORIZON.value,
+                                         _ROLLOUT_BATCH.value, _DATA.value)
+  print(report["table"])
+  print(f"written {report['markdown']} and {report['json']}", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,182 @@
+"""The paper's Table 1: held-out likelihood and rollout speed of envmodels.
+
+For each exported model (Buesing et al. 2018, Table 1):
+  * the held-out log-likelihood per predicted frame in nats (the ELBO bound
+    for latent models), averaged over a fixed set of test windows, and its
+    improvement over the VAE baseline (when one is among the models);
+  * the rollout computation time relative to AR (when AR is among the
+    models), measured in the same run: each model rolls out the same number
+    of primitive steps (a jumpy model takes horizon / c model steps) for the
+    same batch, inside tf.function, without rendering unless the model must
+    render to step (AR, RAR); plus imagined transitions per second.
+The comparison is only meaningful for models of one protocol and dataset;
+models whose observation shape differs from the dataset's are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+import envmodels
+from i2a import io_utils
+from i2a.replay import datasets, files
+
+KIND_LABELS = {"vae": "VAE baseline", "ar": "AR", "rar": "RAR",
+               "dssm_det": "dSSM-DET", "dssm_vae": "dSSM-VAE",
+               "sssm": "sSSM"}
+
+
+@dataclasses.dataclass
+class ModelRow:
+  label: str
+  export: str
+  kind: str
+  jump: int
+  log_likelihood_per_frame: float
+  improvement_over_vae: Optional[float]
+  rollout_seconds: float
+  relative_rollout_time: Optional[float]
+  imagined_transitions_per_s: float
+  parameters: int
+
+
+def model_label(spec: envmodels.EnvModelSpec) -> str:
+  label = KIND_LABELS.get(spec.kind, spec.kind)
+  if spec.action_free:
+    label += " (action-free)"
+  if spec.jump > 1:
+    label = f"jumpy {label} (c={spec.jump})"
+  return label
+
+
+def held_out_log_likelihood(model: envmodels.EnvModel, test_dir: str, T: int,
+                            num_windows: int, batch_size: int) -> float:
+  """Mean log_likelihood_per_frame over a fixed set of test windows."""
+  spec = model.spec
+  sampler = datasets.window_sampler(test_dir, spec.context_length + T,
+                                    spec.jump)
+  loss = tf.function(lambda batch: model.loss(batch).metrics)
+  model.reseed(0)
+  total, count = 0.0, 0
+  for batch in datasets.evaluation_batches(sampler, batch_size, num_windows):
+    size = int(batch["reward"].shape[0])
+    total += float(loss(batch)["log_likelihood_per_frame"]) * size
+    count += size
+  return total / count
+
+
+def rollout_seconds(model: envmodels.EnvModel, horizon: int, batch_size: int,
+                    repeats: int = 5) -> float:
+  """Median wall time of one rollout of `horizon` primitive steps."""
+  spec = model.spec
+  steps = max(1, horizon // spec.jump)
+  rng = np.random.default_rng(0)
+  context = tf.constant(rng.integers(
+      0, 256, (batch_size, spec.context_length, *spec.observation_shape)),
+                        tf.uint8)
+  actions = tf.constant(rng.integers(0, spec.num_actions,
+                                     (batch_size, steps, spec.jump)), tf.int32)
+
+  @tf.function
+  def rollout(context, actions):
+    state = model.initial_state(context)
+    out = model.rollout(state, actions)
+    return out.features, out.rewards
+
+  tf.nest.map_structure(lambda t: t.numpy(), rollout(context, actions))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    tf.nest.map_structure(lambda t: t.numpy(), rollout(context, actions))
+    times.append(time.perf_counter() - start)
+  return float(np.median(times))
+
+
+def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
+             num_windows: int = 256, batch_size: int = 16, horizon: int = 12,
+             rollout_batch: int = 32) -> List[ModelRow]:
+  test_dir = files.split_path(data_dir, "test")
+  manifest = files.read_manifest(test_dir)
+  shape = tuple(manifest["observation_shape"])
+  models = []
+  for export in exports:
+    model = envmodels.load(export)
+    if tuple(model.spec.observation_shape) != shape:
+      raise ValueError(
+          f"{export} models frames of shape {model.spec.observation_shape}, "
+          f"the dataset {data_dir} holds {shape}: evaluate models on the "
+          "data (protocol) they were trained for.")
+    models.append(model)
+  rows = []
+  for export, model in zip(exports, models):
+    spec = model.spec
+    print(f"evaluating {model_label(spec)} ({export})", flush=True)
+    ll = held_out_log_likelihood(model, test_dir, T, num_windows, batch_size)
+    seconds = rollout_seconds(model, horizon, rollout_batch)
+    steps = max(1, horizon // spec.jump)
+    rows.append(ModelRow(
+        label=model_label(spec), export=os.path.abspath(export),
+        kind=spec.kind, jump=spec.jump, log_likelihood_per_frame=ll,
+        improvement_over_vae=None, rollout_seconds=seconds,
+        relative_rollout_time=None,
+        imagined_transitions_per_s=rollout_batch * steps / seconds,
+        parameters=int(sum(np.prod(v.shape) for v in model.variables
+                           if v.dtype.is_floating))))
+  vae = next((r for r in rows if r.kind == "vae"), None)
+  ar = next((r for r in rows if r.kind == "ar" and r.jump == 1), None)
+  for row in rows:
+    if vae is not None and vae.jump == row.jump:
+      row.improvement_over_vae = row.log_likelihood_per_frame - (
+          vae.log_likelihood_per_frame)
+    if ar is not None:
+      row.relative_rollout_time = row.rollout_seconds / ar.rollout_seconds
+  labels = [r.label for r in rows]
+  for row in rows:  # Disambiguate repeated labels by their directory.
+    if labels.count(row.label) > 1:
+      row.label += f" [{os.path.basename(os.path.dirname(row.export))}]"
+  return rows
+
+
+def _fmt(value: Optional[float], spec: str) -> str:
+  return "n/a" if value is None else format(value, spec)
+
+
+def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
+  lines = [
+      "| model | held-out log-likelihood (nats/frame) | improvement over "
+      "VAE baseline | rollout time relative to AR | imagined transitions/s "
+      "| parameters |",
+      "|---|---|---|---|---|---|"]
+  for r in rows:
+    lines.append(
+        f"| {r.label} | {r.log_likelihood_per_frame:.1f} | "
+        f"{_fmt(r.improvement_over_vae, '+.1f')} | "
+        f"{_fmt(r.relative_rollout_time, '.3f')} | "
+        f"{r.imagined_transitions_per_s:,.0f} | {r.parameters:,} |")
+  lines.append("")
+  lines.append(f"Rollout time: {horizon} primitive steps for a batch of "
+               f"{rollout_batch} (jumpy models take {horizon}/c model "
+               "steps), median of 5, in one run. Improvement over the VAE "
+               "baseline is compared only between models of the same jump.")
+  return "\n".join(lines) + "\n"
+
+
+def write_report(rows: Sequence[ModelRow], output_dir: str, horizon: int,
+                 rollout_batch: int, data_dir: str) -> Dict[str, str]:
+  output_dir = io_utils.ensure_writable_dir(output_dir, "output directory")
+  table = markdown(rows, horizon, rollout_batch)
+  md_path = os.path.join(output_dir, "model_table.md")
+  json_path = os.path.join(output_dir, "model_table.json")
+  io_utils.atomic_write_text(md_path, table)
+  io_utils.atomic_write_json(json_path, dict(
+      data=os.path.abspath(data_dir), horizon=horizon,
+      rollout_batch=rollout_batch,
+      models=[dataclasses.asdict(r) for r in rows]))
+  return {"markdown": md_path, "json": json_path, "table": table}

@@ -1,0 +1,344 @@
+"""Behaviour specific to the state-space models (dSSM-DET, dSSM-VAE, sSSM).
+
+The shared contract is checked for every kind by test_conformance.py; these
+tests check what distinguishes the three kinds (where samples of z_t go), the
+loss knobs, and the action-free sSSM with its learned imagination prior.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import envmodels
+from envmodels import state_space
+
+FRAME = (16, 16, 3)
+NUM_ACTIONS = 5
+CONTEXT = 3
+BATCH = 2
+STEPS = 3
+
+
+def make_model(kind: str, jump: int = 1, action_free: bool = False,
+               seed: int = 0) -> state_space.StateSpaceModel:
+  spec = envmodels.EnvModelSpec(kind=kind, observation_shape=FRAME,
+                                num_actions=NUM_ACTIONS, jump=jump,
+                                context_length=CONTEXT,
+                                action_free=action_free)
+  model = envmodels.build(spec, seed=seed,
+                          **state_space.StateSpaceModel.tiny_hyperparameters())
+  model.create_variables()
+  return model
+
+
+def make_context(seed: int = 0) -> np.ndarray:
+  rng = np.random.RandomState(seed)
+  return rng.randint(0, 256, (BATCH, CONTEXT) + FRAME).astype(np.uint8)
+
+
+def make_actions(jump: int = 1, seed: int = 0) -> np.ndarray:
+  rng = np.random.RandomState(seed)
+  return rng.randint(0, NUM_ACTIONS, (BATCH, STEPS, jump)).astype(np.int32)
+
+
+def make_batch(seed: int = 0):
+  rng = np.random.RandomState(seed)
+  length = CONTEXT + STEPS
+  return {
+      "observation": rng.randint(0, 256, (BATCH, length) + FRAME).astype(
+          np.uint8),
+      "action": rng.randint(0, NUM_ACTIONS, (BATCH, length, 1)).astype(
+          np.int32),
+      "reward": rng.choice([0.0, 1.0], (BATCH, length)).astype(np.float32),
+      "discount": np.ones((BATCH, length), np.float32),
+  }
+
+
+def rollout(model, seed=None, actions=None):
+  if seed is not None:
+    model.reseed(seed)
+  actions = make_actions() if actions is None else actions
+  result = model.rollout(model.initial_state(make_context()), actions,
+                         render=True)
+  return result.features.numpy(), result.rewards.numpy(), result.frames.numpy()
+
+
+def op_types(function, *args):
+  graph = tf.function(function, autograph=False).get_concrete_function(
+      *args).graph
+  return {op.type for op in graph.get_operations()}
+
+
+# -- The three kinds -----------------------------------------------------------
+
+
+def test_the_three_kinds_share_one_generative_architecture():
+  shapes = {}
+  for kind in state_space.KINDS:
+    model = make_model(kind)
+    assert type(model) is state_space.StateSpaceModel
+    shapes[kind] = [(v.name.split("/", 1)[1], v.shape) for v in model.variables
+                    if "/posterior/" not in v.name]
+  assert shapes["dssm_det"] == shapes["dssm_vae"] == shapes["sssm"]
+
+
+def test_dssm_det_rollouts_are_deterministic_without_reseeding():
+  model = make_model("dssm_det")
+  first, second = rollout(model), rollout(model)
+  for a, b in zip(first, second):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_dssm_det_step_and_render_contain_no_random_ops():
+  model = make_model("dssm_det")
+  state = model.initial_state(make_context())
+  ops = op_types(model.step, state, make_actions()[:, 0])
+  ops |= op_types(model.render, state)
+  assert not [op for op in ops if "Random" in op or "Rng" in op], ops
+
+
+def test_sssm_rollouts_differ_across_seeds_and_repeat_after_reseed():
+  model = make_model("sssm")
+  first = rollout(model, seed=1)
+  other = rollout(model, seed=2)
+  again = rollout(model, seed=1)
+  assert not np.allclose(first[0], other[0])  # the states themselves differ
+  for a, b in zip(first, again):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_dssm_vae_transition_ignores_the_sample_but_renders_differ():
+  model = make_model("dssm_vae")
+  first = rollout(model, seed=1)
+  other = rollout(model, seed=2)
+  np.testing.assert_array_equal(first[0], other[0])  # same states s_t
+  assert not np.allclose(first[2], other[2])  # decoder sees a sample
+
+
+def test_step_does_not_run_the_decoder():
+  model = make_model("sssm")
+  state = model.initial_state(make_context())
+  assert "DepthToSpace" not in op_types(model.step, state,
+                                        make_actions()[:, 0])
+  assert "DepthToSpace" in op_types(model.render, state)
+
+
+def test_step_features_are_the_new_state():
+  model = make_model("sssm")
+  state, out = model.step(model.initial_state(make_context()),
+                          make_actions()[:, 0])
+  np.testing.assert_array_equal(out.features.numpy(), state.state.numpy())
+  assert out.features.shape == (BATCH, 2, 2, 8)  # [B, H/8, W/8, S]
+
+
+def test_jumpy_model_takes_c_primitive_actions_per_step():
+  model = make_model("sssm", jump=3)
+  actions = make_actions(jump=3)
+  features, rewards, frames = rollout(model, seed=0, actions=actions)
+  assert features.shape[:2] == rewards.shape == (BATCH, STEPS)
+  assert frames.shape == (BATCH, STEPS) + FRAME
+  changed = actions.copy()
+  changed[:, :, 2] = (changed[:, :, 2] + 1) % NUM_ACTIONS  # last of the c
+  other = rollout(model, seed=0, actions=changed)
+  assert not np.allclose(features, other[0])
+
+
+# -- Loss and knobs ------------------------------------------------------------
+
+
+def loss_metrics(model, seed=3, **knobs):
+  model.reseed(seed)
+  output = model.loss(make_batch(), **knobs)
+  return {name: float(value) for name, value in output.metrics.items()}
+
+
+def test_dssm_det_loss_is_the_likelihood_of_the_deterministic_rollout():
+  metrics = loss_metrics(make_model("dssm_det"))
+  assert metrics["kl"] == 0.0
+  assert metrics["log_likelihood_per_frame"] == metrics["image_log_prob"]
+  expected = -(metrics["image_log_prob"] + metrics["reward_log_prob"])
+  assert metrics["loss"] == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])
+def test_latent_loss_is_the_negative_elbo_per_frame(kind):
+  metrics = loss_metrics(make_model(kind))
+  assert metrics["kl"] > 0.0
+  assert metrics["log_likelihood_per_frame"] == pytest.approx(
+      metrics["image_log_prob"] - metrics["kl"], rel=1e-5)
+  expected = -(metrics["image_log_prob"] + metrics["reward_log_prob"] -
+               metrics["kl"])
+  assert metrics["loss"] == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])
+def test_free_nats_clamp_the_kl_term(kind):
+  model = make_model(kind)
+  plain = loss_metrics(model)
+  free_nats = 1e4  # far above the KL of every step
+  clamped = loss_metrics(model, free_nats=free_nats)
+  assert clamped["kl"] == pytest.approx(plain["kl"], rel=1e-6)  # before
+  assert clamped["kl_after_free_nats"] == pytest.approx(free_nats)  # after
+  assert clamped["loss"] - plain["loss"] == pytest.approx(
+      free_nats - plain["kl"], rel=1e-5)
+  # The clamped KL is constant: no KL gradient reaches the prior's output.
+  batch = make_batch()
+  with tf.GradientTape() as tape:
+    model.reseed(3)
+    loss = model.loss(batch, free_nats=free_nats, kl_scale=1.0).loss
+  with tf.GradientTape() as plain_tape:
+    model.reseed(3)
+    unscaled = model.loss(batch, free_nats=free_nats, kl_scale=0.0).loss
+  for g1, g2 in zip(tape.gradient(loss, model.trainable_variables),
+                    plain_tape.gradient(unscaled, model.trainable_variables)):
+    np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_kl_scale_and_global_kl_scale_weigh_their_terms():
+  model = make_model("sssm")
+  plain = loss_metrics(model)
+  no_kl = loss_metrics(model, kl_scale=0.0)
+  assert plain["loss"] - no_kl["loss"] == pytest.approx(plain["kl"], rel=1e-4)
+  global_kl = loss_metrics(model, global_kl_scale=0.5)
+  assert plain["global_kl"] > 0.0
+  assert global_kl["loss"] - plain["loss"] == pytest.approx(
+      0.5 * plain["global_kl"], rel=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])
+def test_overshooting_adds_multistep_prior_kl_terms(kind):
+  model = make_model(kind)
+  plain = loss_metrics(model)
+  assert plain["overshooting_kl"] == 0.0
+  with tf.GradientTape() as tape:
+    model.reseed(3)
+    output = model.loss(make_batch(), overshooting=2)
+  assert float(output.metrics["overshooting_kl"]) > 0.0
+  assert np.isfinite(float(output.loss))
+  gradients = tape.gradient(output.loss, model.trainable_variables)
+  assert all(g is not None and np.all(np.isfinite(g.numpy()))
+             for g in gradients)
+  if kind == "dssm_vae":
+    # Its states do not depend on samples, so the open-loop prior of z_t from
+    # any s_{t-d} is the one-step prior: the terms (start j, distance d) for
+    # T = 3 and depth 2 are the one-step KLs of t = 1 (j=0, d=2), t = 2
+    # (j=0, d=3) and t = 2 (j=1, d=2).
+    # pylint: disable-next=protected-access
+    filtered = model._filter(make_batch(), STEPS)
+    kl = [state_space.gaussian_kl(q, p).numpy() for q, p in
+          zip(filtered.posteriors, filtered.priors)]
+    expected = np.mean((kl[1] + 2 * kl[2]) / 3)
+    assert float(output.metrics["overshooting_kl"]) == pytest.approx(
+        expected, rel=1e-4)
+
+
+def test_unknown_or_negative_loss_knobs_raise_value_error():
+  model = make_model("sssm")
+  with pytest.raises(ValueError, match="unknown loss knobs.*free_bits"):
+    model.loss(make_batch(), free_bits=3.0)
+  with pytest.raises(ValueError, match="free_nats"):
+    model.loss(make_batch(), free_nats=-1.0)
+  with pytest.raises(ValueError, match="overshooting"):
+    model.loss(make_batch(), overshooting=1.5)
+
+
+def test_loss_batch_of_wrong_shape_raises_value_error_naming_shapes():
+  model = make_model("sssm")
+  batch = make_batch()
+  batch["action"] = batch["action"][:, :-1]
+  with pytest.raises(ValueError, match=r"expected shape \[B, 6, 1\], "
+                     r"given \[2, 5, 1\]"):
+    model.loss(batch)
+
+
+@pytest.mark.parametrize("name,value", [("kind", None),
+                                        ("likelihood", "laplace"),
+                                        ("state_channels", 0)])
+def test_bad_constructor_arguments_raise_value_error(name, value):
+  spec = envmodels.EnvModelSpec("sssm", FRAME, NUM_ACTIONS, 1, CONTEXT)
+  if name == "kind":
+    spec = envmodels.EnvModelSpec("ar", FRAME, NUM_ACTIONS, 1, CONTEXT)
+    with pytest.raises(ValueError, match="kind"):
+      state_space.StateSpaceModel(spec)
+    return
+  with pytest.raises(ValueError, match=name):
+    state_space.StateSpaceModel(spec, **{name: value})
+
+
+# -- Action-free sSSM and the learned imagination prior ------------------------
+
+
+def test_action_free_model_ignores_actions():
+  model = make_model("sssm", action_free=True)
+  assert not model.uses_actions
+  first = rollout(model, seed=1, actions=make_actions(seed=0))
+  other = rollout(model, seed=1, actions=make_actions(seed=1))
+  for a, b in zip(first, other):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_attach_imagination_prior_makes_exactly_its_variables_trainable():
+  model = make_model("sssm", action_free=True)
+  learned = {v.ref() for v in model.variables}
+  prior = model.attach_imagination_prior(seed=0)
+  assert model.imagination_prior is prior
+  trainable = {v.ref() for v in model.trainable_variables}
+  assert trainable == {v.ref() for v in prior.trainable_variables}
+  assert trainable and not trainable & learned
+  # Same shapes as the learned prior it replaces, seeded initialisation.
+  # pylint: disable-next=protected-access
+  learned_prior = [v.shape for v in model._prior.variables]
+  assert [v.shape for v in prior.variables] == learned_prior
+  twin = make_model("sssm", action_free=True).attach_imagination_prior(seed=0)
+  for a, b in zip(prior.variables, twin.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_rollouts_sample_from_the_attached_imagination_prior():
+  model = make_model("sssm", action_free=True)
+  before = rollout(model, seed=1)
+  model.attach_imagination_prior(seed=0)
+  after = rollout(model, seed=1)
+  assert not np.allclose(before[0], after[0])
+
+
+def test_imagination_prior_of_a_loaded_model_gets_the_only_gradients(tmp_path):
+  envmodels.export(make_model("sssm", action_free=True), str(tmp_path / "m"))
+  model = envmodels.load(str(tmp_path / "m"), seed=0)
+  frozen = list(model.variables)
+  prior = model.attach_imagination_prior(seed=0)
+  assert [v.ref() for v in model.trainable_variables] == [
+      v.ref() for v in prior.trainable_variables]
+
+  @tf.function(autograph=False)
+  def gradients(context, actions):
+    with tf.GradientTape(persistent=True) as tape:
+      result = model.rollout(model.initial_state(context), actions,
+                             render=True)
+      total = (tf.reduce_sum(result.features) + tf.reduce_sum(result.rewards)
+               + tf.reduce_sum(result.frames))
+    return (tape.gradient(total, model.trainable_variables),
+            tape.gradient(total, frozen))
+
+  to_prior, to_frozen = gradients(make_context(), make_actions())
+  assert all(g is not None and np.all(np.isfinite(g.numpy()))
+             and np.any(g.numpy()) for g in to_prior)
+  assert all(g is None for g in to_frozen)
+
+
+@pytest.mark.parametrize("kind,action_free", [("sssm", False),
+                                              ("dssm_det", True),
+                                              ("dssm_vae", True)])
+def test_attach_imagination_prior_needs_an_action_free_sssm(kind, action_free):
+  model = make_model(kind, action_free=action_free)
+  with pytest.raises(ValueError, match="action-free sSSM"):
+    model.attach_imagination_prior(seed=0)
+
+
+def test_attaching_a_second_imagination_prior_raises_value_error():
+  model = make_model("sssm", action_free=True)
+  model.attach_imagination_prior(seed=0)
+  with pytest.raises(ValueError, match="already attached"):
+    model.attach_imagination_prior(seed=1)
