@@ -1,0 +1,35 @@
+"""A2C: the model-free baseline (agents/a2c), a conv torso over the window.
+
+  python -m i2a.train --config=configs/agents/a2c.py:minipacman --workdir=DIR
+
+Presets (configs/agents/common.py): tiny, minipacman, small, paper. Network
+fields: conv_channels / conv_kernels / conv_strides (one entry per conv
+layer, ReLU after each) and hidden (the linear layer before the heads).
+"""
+
+import ml_collections
+
+from configs.agents import common
+
+
+def network_config(preset: str) -> ml_collections.ConfigDict:
+  """The A2C torso of each preset (the I2A's model-free path reuses it)."""
+  if preset == "tiny":
+    fields = dict(conv_channels=(8, 8), conv_kernels=(3, 3),
+                  conv_strides=(1, 2), hidden=32)
+  elif preset == "minipacman":  # 16x24 frames: small and fast.
+    fields = dict(conv_channels=(16, 16), conv_kernels=(3, 3),
+                  conv_strides=(1, 2), hidden=256)
+  elif preset == "small":  # 104x80 -> 26x20 -> 13x10.
+    fields = dict(conv_channels=(16, 32), conv_kernels=(8, 4),
+                  conv_strides=(4, 2), hidden=256)
+  else:  # paper: the DQN/A2C Atari torso.
+    fields = dict(conv_channels=(32, 64, 64), conv_kernels=(8, 4, 3),
+                  conv_strides=(4, 2, 1), hidden=512)
+  return ml_collections.ConfigDict(fields)
+
+
+def get_config(preset: str = "") -> ml_collections.ConfigDict:
+  config = common.make_config("a2c", preset, "configs/agents/a2c.py")
+  config.network = network_config(config.preset)
+  return config

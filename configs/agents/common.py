@@ -1,0 +1,88 @@
+"""The training config shared by every agent's config file.
+
+  python -m i2a.train --config=configs/agents/a2c.py:minipacman --workdir=DIR
+
+`make_config(agent, preset, config_file)` holds everything the runtime
+(agents/training.py) reads: the protocol, the actor (environments, unroll
+length), the learner (batch, loss, optimizer), the budget and the cadence of
+logs, checkpoints and plots. An agent's config file adds its network fields
+under `config.network` (read by the network factory registered under
+`config.agent`, agents/builder.py).
+
+Presets: tiny (tests: MiniPacman, 2 envs, tiny networks, a few updates),
+minipacman (MiniPacman-avoid-v0, the CPU learning check), small (MsPacman
+104x80, 5 actions, a CPU run), paper (MsPacman 200x160, the papers' scale).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from configs import common
+
+PRESETS = ("small", "tiny", "minipacman", "paper")
+
+# Fields that may change when a run is resumed (budgets and cadence); every
+# other field is part of the experiment's identity (i2a.runs.prepare_workdir).
+RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
+                    "keep_checkpoints", "plot_every", "eval_episodes")
+
+
+def make_config(agent: str, preset: str,
+                config_file: str) -> ml_collections.ConfigDict:
+  preset = common.check_preset(preset, PRESETS, config_file)
+  config = ml_collections.ConfigDict()
+  config.preset = preset
+  config.agent = agent  # a name in agents.builder.network_names()
+  config.protocol = common.protocol_config(
+      {"tiny": "minipacman"}.get(preset, preset))
+  config.seed = 0  # network init, action sampling; env i is seeded seed + i
+  # An environment model export (`python -m i2a.pretrain`, WORKDIR/export):
+  # '' for model-free agents; I2A configs require one.
+  config.envmodel = ""
+  config.context_length = 1  # frames per observation window (oldest first)
+  # Actor: num_envs environments, unrolls of unroll_length steps each.
+  config.num_envs = 16
+  config.unroll_length = 5
+  # Learner: batch_size unrolls per update (a multiple of num_envs in the
+  # embedded mode: batch_size // num_envs actor unrolls per update).
+  config.batch_size = 16
+  config.queue_size = 64  # the Reverb `unrolls` queue's capacity (unrolls)
+  config.loss = ml_collections.ConfigDict(dict(
+      discount=0.99, value_coef=0.5, entropy_coef=0.01))
+  config.optimizer = ml_collections.ConfigDict(dict(
+      learning_rate=7e-4, decay=0.99, epsilon=1e-5, clip_norm=0.5))
+  config.network = ml_collections.ConfigDict()  # the agent's config fills it
+  # Budget, in environment (agent) steps over all environments.
+  config.env_steps = 2_000_000
+  # Cadence, in learner steps.
+  config.log_every = 100
+  config.checkpoint_every = 2_000
+  config.keep_checkpoints = 3
+  config.plot_every = 2_000
+  config.eval_episodes = 10  # default of `python -m i2a.evaluate`
+  if preset == "tiny":
+    config.protocol.env_id = "MiniPacman-avoid-v0"
+    config.protocol.max_episode_frames = 60
+    config.num_envs = 2
+    config.unroll_length = 3
+    config.batch_size = 2
+    config.queue_size = 8
+    config.env_steps = 36
+    config.log_every = 2
+    config.checkpoint_every = 3
+    config.plot_every = 3
+    config.eval_episodes = 2
+  elif preset == "minipacman":
+    config.protocol.env_id = "MiniPacman-avoid-v0"
+    config.env_steps = 1_000_000
+    config.log_every = 50
+    config.checkpoint_every = 1_000
+    config.plot_every = 500
+  elif preset == "small":
+    config.env_steps = 10_000_000
+  elif preset == "paper":
+    config.env_steps = 50_000_000
+    config.checkpoint_every = 10_000
+    config.plot_every = 10_000
+  return config
