@@ -136,7 +136,8 @@ class StateSpaceModel(base.EnvModel):
                        ("hidden_channels", hidden_channels),
                        ("encoder_channels", encoder_channels),
                        ("reward_bits", reward_bits)):
-      if int(value) != value or value < 1:
+      if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+          or value < 1):
         raise ValueError(f"{key} must be a positive integer, given {value!r}.")
     if likelihood not in losses.LIKELIHOODS:
       raise ValueError(f"likelihood must be one of {losses.LIKELIHOODS}, "

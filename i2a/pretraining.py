@@ -168,11 +168,12 @@ class Pretrainer:
   def train(self) -> Dict[str, float]:
     """Trains to config.train_steps (resuming), evaluates, exports."""
     config = self.config
-    start = self.restore()
-    if start >= config.train_steps and self.finished_step() == start:
-      print(f"pretraining already finished at step {start}: "
+    finished = self.finished_step()
+    if finished is not None and finished >= config.train_steps:
+      print(f"pretraining already finished at step {finished}: "
             f"{self.export_dir}", flush=True)
-      return self.evaluate()
+      return io_utils.read_json(os.path.join(self.workdir, DONE))["held_out"]
+    start = self.restore()
     # The data stream depends on the step it starts from: a resumed run sees
     # the same batches after its restore point on every rerun.
     batches = iter(datasets.sampled_batches(self.train_windows,

@@ -182,7 +182,7 @@ def test_free_nats_clamp_the_kl_term(kind):
   assert clamped["kl"] == pytest.approx(plain["kl"], rel=1e-6)  # before
   assert clamped["kl_after_free_nats"] == pytest.approx(free_nats)  # after
   assert clamped["loss"] - plain["loss"] == pytest.approx(
-      free_nats - plain["kl"], rel=1e-5)
+      free_nats - plain["kl"], abs=2e-3)
   # The clamped KL is constant: no KL gradient reaches the prior's output.
   batch = make_batch()
   with tf.GradientTape() as tape:
@@ -200,11 +200,12 @@ def test_kl_scale_and_global_kl_scale_weigh_their_terms():
   model = make_model("sssm")
   plain = loss_metrics(model)
   no_kl = loss_metrics(model, kl_scale=0.0)
-  assert plain["loss"] - no_kl["loss"] == pytest.approx(plain["kl"], rel=1e-4)
+  # Differences of losses of ~500 nats: float32 leaves ~1e-4 absolute error.
+  assert plain["loss"] - no_kl["loss"] == pytest.approx(plain["kl"], abs=2e-3)
   global_kl = loss_metrics(model, global_kl_scale=0.5)
   assert plain["global_kl"] > 0.0
   assert global_kl["loss"] - plain["loss"] == pytest.approx(
-      0.5 * plain["global_kl"], rel=1e-4)
+      0.5 * plain["global_kl"], abs=2e-3)
 
 
 @pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])

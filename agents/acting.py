@@ -1,0 +1,249 @@
+"""The actor: a network steps a vector env and writes unrolls into Reverb.
+
+Data flow (DESIGN.md, "train"): before each unroll the actor pulls the
+newest weights from the Reverb `variables` table (`VariableClient`), then
+steps its `num_envs` environments for `unroll_length` steps, sampling
+actions from the network's policy over each environment's last
+`context_length` frames, and writes one item per environment into the
+`unrolls` queue (`unroll_signature`):
+
+  observation      uint8 [n + 1, k, H, W, C]  frame windows o_0 .. o_n
+  action           int32 [n]                  a_t taken at o_t
+  reward           float32 [n]                r_t after a_t
+  discount         float32 [n]                0 if a_t ended the episode by
+                                              termination, else 1
+  behaviour_logits float32 [n, A]             the actor's pi(. | o_t)
+
+Consecutive unrolls of an environment share their boundary window (o_n of
+one is o_0 of the next). The vector env resets an environment on the step
+that ends its episode (same-step autoreset): the next window is that new
+episode's first frame repeated, so no window mixes two episodes. A
+truncated episode keeps discount 1: its return bootstraps from the value of
+the next window, the new episode's first (an approximation OpenAI baselines
+makes too; terminations, the episodes' usual end here, are exact).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+import reverb
+import tensorflow as tf
+from absl import logging
+
+from agents.base import ActorCriticNetwork
+from agents.variables import VariableClient
+from i2a.replay import tables
+
+
+class Episode(NamedTuple):
+  """A finished episode of one environment."""
+  episode_return: float
+  length: int
+  terminated: bool  # False: truncated (episode cap)
+
+
+def unroll_signature(unroll_length: int, context_length: int,
+                     observation_shape: Tuple[int, int, int],
+                     num_actions: int) -> Dict[str, tf.TensorSpec]:
+  """The item signature of the `unrolls` queue (one unroll, no batch axis)."""
+  n = unroll_length
+  return {
+      "observation": tf.TensorSpec([n + 1, context_length, *observation_shape],
+                                   tf.uint8, "observation"),
+      "action": tf.TensorSpec([n], tf.int32, "action"),
+      "reward": tf.TensorSpec([n], tf.float32, "reward"),
+      "discount": tf.TensorSpec([n], tf.float32, "discount"),
+      "behaviour_logits": tf.TensorSpec([n, num_actions], tf.float32,
+                                        "behaviour_logits"),
+  }
+
+
+class FrameWindows:
+  """The last `context_length` frames of each environment, oldest first."""
+
+  def __init__(self, first_frames: np.ndarray, context_length: int):
+    """first_frames: uint8 [N, H, W, C], each env's episode's first frame."""
+    self.context_length = context_length
+    self.frames = np.repeat(first_frames[:, None], context_length,
+                            axis=1)  # [N, k, H, W, C]
+
+  def push(self, frames: np.ndarray, new_episode: np.ndarray) -> None:
+    """frames [N, H, W, C] after a step; new_episode [N] bool: they start one."""
+    self.frames = np.concatenate([self.frames[:, 1:], frames[:, None]], axis=1)
+    for i in np.flatnonzero(new_episode):
+      self.frames[i] = frames[i]  # Broadcast: k copies of the first frame.
+
+
+def sample_actions(logits: np.ndarray, rng: np.random.Generator,
+                   greedy: bool = False) -> np.ndarray:
+  """logits float [N, A] -> int32 [N], sampled from softmax (or argmax)."""
+  logits = np.asarray(logits, np.float64)
+  if greedy:
+    return np.argmax(logits, axis=-1).astype(np.int32)
+  probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
+  cumulative = np.cumsum(probabilities, axis=-1)
+  draws = rng.random(len(logits)) * cumulative[:, -1]  # [N]
+  actions = (cumulative <= draws[:, None]).sum(axis=-1)
+  return np.minimum(actions, logits.shape[-1] - 1).astype(np.int32)
+
+
+class Actor:
+  """Steps a vector env with a network's policy; writes unrolls to Reverb."""
+
+  def __init__(self, network: ActorCriticNetwork, envs: gym.vector.VectorEnv,
+               unroll_length: int, seed: int,
+               client: Optional[reverb.Client] = None,
+               variable_client: Optional[VariableClient] = None,
+               table: str = tables.UNROLLS, greedy: bool = False):
+    """
+    Args:
+      network: the acting copy of the network (its variables created).
+      envs: a vector env with same-step autoreset (make_vector_env); sub-env
+        i is reset with seed + i.
+      unroll_length: n, steps per unroll.
+      seed: seeds the environments and the action sampling.
+      client: where unrolls go (None: nothing is written, e.g. evaluation).
+      variable_client: pulls the learner's weights before each unroll (None:
+        the network is used as it is).
+      table: the unrolls queue.
+      greedy: argmax actions instead of sampling.
+    """
+    if unroll_length < 1:
+      raise ValueError(f"unroll_length must be >= 1, given {unroll_length}.")
+    if envs.autoreset_mode != gym.vector.AutoresetMode.SAME_STEP:
+      raise ValueError("the actor needs a vector env with same-step "
+                       "autoreset (i2a.environments.make_vector_env), given "
+                       f"{envs.autoreset_mode}.")
+    self.network = network
+    self.unroll_length = unroll_length
+    self._envs = envs
+    self._client = client
+    self._variable_client = variable_client
+    self._table = table
+    self._greedy = greedy
+    self._rng = np.random.default_rng(seed)
+    self._writer: Optional[reverb.TrajectoryWriter] = None
+    self.num_envs = envs.num_envs
+    observations, _ = envs.reset(seed=seed)
+    self._windows = FrameWindows(observations, network.context_length)
+    self._returns = np.zeros(self.num_envs)
+    self._lengths = np.zeros(self.num_envs, np.int64)
+    self.env_steps = 0  # steps over all envs, since this actor started
+    self.unrolls = 0
+    self._policy_logits = tf.function(
+        lambda windows: self.network(windows).policy_logits)
+
+  @property
+  def windows(self) -> np.ndarray:
+    """uint8 [N, k, H, W, C]: what the policy sees next."""
+    return self._windows.frames
+
+  def policy_logits(self, windows: np.ndarray) -> np.ndarray:
+    return self._policy_logits(tf.constant(windows)).numpy()
+
+  def update(self) -> None:
+    """Pulls the learner's newest weights (if there is a variable client)."""
+    if self._variable_client is not None:
+      self._variable_client.update()
+
+  def unroll(self) -> Tuple[Dict[str, np.ndarray], List[Episode]]:
+    """Runs n steps on every env; writes one unroll per env.
+
+    Returns the unrolls as a batch ({field: [N, ...]}, unroll_signature) and
+    the episodes that finished during them.
+    """
+    self.update()
+    n, num_envs = self.unroll_length, self.num_envs
+    windows = self._windows.frames
+    batch = {
+        "observation": np.empty((num_envs, n + 1) + windows.shape[1:],
+                                np.uint8),
+        "action": np.empty((num_envs, n), np.int32),
+        "reward": np.empty((num_envs, n), np.float32),
+        "discount": np.empty((num_envs, n), np.float32),
+        "behaviour_logits": None,
+    }
+    logits_steps = []
+    finished: List[Episode] = []
+    for t in range(n):
+      batch["observation"][:, t] = self._windows.frames
+      logits = self.policy_logits(self._windows.frames)  # [N, A]
+      actions = sample_actions(logits, self._rng, self._greedy)  # [N]
+      observations, rewards, terminated, truncated, _ = self._envs.step(
+          actions)
+      done = np.logical_or(terminated, truncated)  # [N]
+      batch["action"][:, t] = actions
+      batch["reward"][:, t] = rewards
+      batch["discount"][:, t] = np.where(terminated, 0.0, 1.0)
+      logits_steps.append(logits.astype(np.float32))
+      self._returns += rewards
+      self._lengths += 1
+      for i in np.flatnonzero(done):
+        finished.append(Episode(float(self._returns[i]),
+                                int(self._lengths[i]), bool(terminated[i])))
+        self._returns[i], self._lengths[i] = 0.0, 0
+      self._windows.push(observations, done)
+    batch["observation"][:, n] = self._windows.frames
+    batch["behaviour_logits"] = np.stack(logits_steps, axis=1)  # [N, n, A]
+    self.env_steps += n * num_envs
+    self.unrolls += 1
+    if self._client is not None:
+      self._write(batch)
+    return batch, finished
+
+  def _write(self, batch: Dict[str, np.ndarray]) -> None:
+    if self._writer is None:
+      self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+    for i in range(self.num_envs):
+      # One append holds a whole unroll; the item is that (squeezed) step.
+      self._writer.append({key: value[i] for key, value in batch.items()})
+      self._writer.create_item(
+          self._table, priority=1.0,
+          trajectory={key: column[-1]
+                      for key, column in self._writer.history.items()})
+    self._writer.flush()
+
+  # -- Checkpointing ---------------------------------------------------------
+
+  def get_state(self) -> Dict[str, Any]:
+    """Everything needed to continue exactly where this actor is (picklable).
+
+    The environments are pickled with it (MiniPacman and ALE envs both
+    pickle); an env that cannot be pickled is left out and `set_state`
+    keeps the freshly reset one (the resumed run is then not bit-exact).
+    """
+    try:
+      envs = pickle.dumps(self._envs)
+    except (TypeError, pickle.PicklingError, AttributeError) as e:
+      logging.warning("the actor's environments cannot be pickled (%s): a "
+                      "resumed run restarts their episodes.", e)
+      envs = None
+    return dict(envs=envs, windows=self._windows.frames.copy(),
+                rng=self._rng.bit_generator.state,
+                returns=self._returns.copy(), lengths=self._lengths.copy(),
+                env_steps=self.env_steps, unrolls=self.unrolls)
+
+  def set_state(self, state: Dict[str, Any]) -> None:
+    if state["envs"] is not None:
+      envs = pickle.loads(state["envs"])
+      if envs.num_envs != self.num_envs:
+        raise ValueError(f"the saved actor ran {envs.num_envs} environments, "
+                         f"this one runs {self.num_envs}.")
+      self._envs.close()
+      self._envs = envs
+      self._windows.frames = np.array(state["windows"])
+      self._returns = np.array(state["returns"])
+      self._lengths = np.array(state["lengths"])
+    self._rng.bit_generator.state = state["rng"]
+    self.env_steps = int(state["env_steps"])
+    self.unrolls = int(state["unrolls"])
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+    self._envs.close()

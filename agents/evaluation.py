@@ -1,0 +1,153 @@
+"""The runtime of `python -m i2a.evaluate`: a trained agent's scores and videos.
+
+Data flow (DESIGN.md, "evaluate"): the workdir of `python -m i2a.train`
+gives the config (config.json), the protocol (protocol.json), the newest
+checkpoint and, for agents that query one, the envmodel export. The agent's
+network acts on frame windows exactly as the actor does (FrameWindows,
+sample_actions), for N episodes of one environment seeded
+EVAL_SEED + episode (disjoint from the training envs' seeds). Writes
+WORKDIR/eval/scores.json (returns, lengths, mean, std, the checkpoint's
+learner step), a GIF of the first episode and a PNG strip of its frames.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+import ml_collections
+import numpy as np
+import tensorflow as tf
+
+from agents import builder
+from agents.acting import FrameWindows, sample_actions
+from agents.base import ActorCriticNetwork
+from agents.training import CHECKPOINTS, envmodel_seed
+from i2a import environments, io_utils, pictures, runs
+
+EVAL = "eval"
+SCORES = "scores.json"
+EVAL_SEED = 10_000_000  # episode i is seeded EVAL_SEED + seed + i
+STRIP_FRAMES = 12
+
+
+def load_run(workdir: str) -> Tuple[ml_collections.ConfigDict,
+                                    environments.Protocol, str]:
+  """(config, protocol, newest checkpoint path) of a training workdir."""
+  workdir = os.path.abspath(os.path.expanduser(workdir))
+  config_path = os.path.join(workdir, runs.CONFIG)
+  protocol_path = os.path.join(workdir, runs.PROTOCOL)
+  if not os.path.isdir(workdir):
+    raise ValueError(f"workdir {workdir!r} does not exist; pass the --workdir "
+                     "of a `python -m i2a.train` run.")
+  if not os.path.exists(config_path) or not os.path.exists(protocol_path):
+    raise ValueError(f"{workdir!r} holds no training run ({runs.CONFIG} or "
+                     f"{runs.PROTOCOL} is missing); pass the --workdir of a "
+                     "`python -m i2a.train` run.")
+  config = ml_collections.ConfigDict(io_utils.read_json(config_path))
+  protocol = environments.Protocol.load(protocol_path)
+  checkpoint = tf.train.latest_checkpoint(os.path.join(workdir, CHECKPOINTS))
+  if checkpoint is None:
+    raise ValueError(f"{workdir!r} has no checkpoint yet (looked in "
+                     f"{os.path.join(workdir, CHECKPOINTS)}); train first "
+                     "(python -m i2a.train ... --workdir=" f"{workdir}).")
+  return config, protocol, checkpoint
+
+
+def load_agent(config: ml_collections.ConfigDict,
+               protocol: environments.Protocol, checkpoint: str,
+               envmodel: str = "") -> Tuple[ActorCriticNetwork, Dict[str, int]]:
+  """The network restored from `checkpoint`, and its counters.
+
+  `envmodel` replaces config.envmodel (e.g. an export that moved).
+  """
+  num_actions = environments.num_actions(protocol)
+  observation_shape = tuple(protocol.observation_shape)
+  export_dir = envmodel or config.envmodel
+  model = None
+  if export_dir:
+    if not os.path.isdir(export_dir):
+      raise ValueError(
+          f"the environment model export {export_dir!r} this agent was "
+          "trained with does not exist; pass --envmodel=EXPORT_DIR if it "
+          "moved (the same model: python -m i2a.pretrain's WORKDIR/export).")
+    model = builder.load_envmodel(export_dir, protocol, num_actions,
+                                  seed=envmodel_seed(config, "eval"))
+  network = builder.build_network(config, num_actions, observation_shape,
+                                  model)
+  builder.create_variables(network, observation_shape)
+  learner_step = tf.Variable(0, dtype=tf.int64)
+  env_steps = tf.Variable(0, dtype=tf.int64)
+  tf.train.Checkpoint(network=network, learner_step=learner_step,
+                      env_steps=env_steps).restore(
+                          checkpoint).expect_partial()
+  return network, dict(learner_step=int(learner_step.numpy()),
+                       env_steps=int(env_steps.numpy()))
+
+
+def run_episode(network: ActorCriticNetwork, env, seed: int,
+                rng: np.random.Generator, greedy: bool,
+                policy_logits, record: bool = False
+                ) -> Tuple[float, int, List[np.ndarray]]:
+  """One episode under the agent's policy: (return, length, frames)."""
+  observation, _ = env.reset(seed=seed)
+  windows = FrameWindows(observation[None], network.context_length)
+  frames = [observation] if record else []
+  episode_return, length, done = 0.0, 0, False
+  while not done:
+    logits = policy_logits(tf.constant(windows.frames)).numpy()  # [1, A]
+    action = int(sample_actions(logits, rng, greedy)[0])
+    observation, reward, terminated, truncated, _ = env.step(action)
+    episode_return += float(reward)
+    length += 1
+    done = terminated or truncated
+    windows.push(observation[None], np.array([False]))
+    if record:
+      frames.append(observation)
+  return episode_return, length, frames
+
+
+def evaluate(workdir: str, episodes: Optional[int] = None,
+             greedy: bool = False, seed: int = 0, envmodel: str = "",
+             video_frames: int = 400) -> Dict[str, Any]:
+  """Runs the agent of `workdir` for `episodes` episodes; writes eval/."""
+  config, protocol, checkpoint = load_run(workdir)
+  episodes = int(episodes if episodes is not None else config.eval_episodes)
+  if episodes < 1:
+    raise ValueError(f"--episodes must be >= 1, given {episodes}.")
+  network, counters = load_agent(config, protocol, checkpoint, envmodel)
+  policy_logits = tf.function(lambda w: network(w).policy_logits)
+  env = environments.make_env(protocol)
+  rng = np.random.default_rng(seed)
+  seeds = [EVAL_SEED + seed + i for i in range(episodes)]
+  returns, lengths, video = [], [], []
+  try:
+    for i, episode_seed in enumerate(seeds):
+      episode_return, length, frames = run_episode(
+          network, env, episode_seed, rng, greedy, policy_logits,
+          record=(i == 0))
+      returns.append(episode_return)
+      lengths.append(length)
+      if i == 0:
+        video = frames
+  finally:
+    env.close()
+  out_dir = io_utils.ensure_writable_dir(
+      os.path.join(os.path.abspath(workdir), EVAL), "eval directory")
+  video = video[:video_frames]
+  gif = os.path.join(out_dir, "episode_000.gif")
+  pictures.save_gif(gif, [pictures.upscale(f) for f in video], duration_ms=80)
+  picks = np.unique(np.linspace(0, len(video) - 1, STRIP_FRAMES).astype(int))
+  strip = os.path.join(out_dir, "episode_000.png")
+  pictures.save_png(strip, pictures.grid(
+      [pictures.upscale(np.stack([video[i] for i in picks]))]))
+  scores = dict(
+      returns=returns, lengths=lengths, mean=float(np.mean(returns)),
+      std=float(np.std(returns)), min=float(np.min(returns)),
+      max=float(np.max(returns)), episodes=episodes, greedy=greedy,
+      seeds=seeds, checkpoint=checkpoint, checkpoint_step=counters[
+          "learner_step"], env_steps=counters["env_steps"],
+      agent=config.agent, env_id=protocol.env_id,
+      envmodel=envmodel or config.envmodel, video=gif, strip=strip)
+  io_utils.atomic_write_json(os.path.join(out_dir, SCORES), scores)
+  return scores

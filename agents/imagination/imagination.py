@@ -1,0 +1,330 @@
+"""The I2A's model-based path: imagination core and rollout encoder.
+
+Where it sits in the data flow: the I2A network (networks.py) calls the
+`ImaginationCore` on each window of frames (in the actor's and the learner's
+tf.function): the frozen envmodel gives the initial state s_t|t from the
+context frames, then K rollouts of depth tau are run, batched on ONE batch
+axis [B * K] (row b * K + k is rollout k of sample b), one `model.step` per
+depth step. The `RolloutEncoder` summarises each rollout (a CNN per imagined
+step plus the predicted reward, read by an LSTM from the LAST imagined step
+back to the FIRST, as in Weber et al. 2017), and the network concatenates
+the K summaries (the aggregator) with the model-free features.
+
+Imaginations (config `imagination`):
+  'abstract'  out.features, the model's abstract state (cheap; `render` is
+              never called);
+  'pixels'    model.render(state) after every step, summarised by a CNN
+              with extra strided convolutions (Buesing et al.: "strengthen
+              the summarizer").
+
+Baselines that behave like models (same architecture and encoder compute):
+  `CopyModel`          every imagination is the initial state: features of
+                       s_t|t (abstract) or the last real frame (pixels),
+                       reward 0. It does NOT spend the model's step compute
+                       (nothing to compute); the agent's own compute (rollout
+                       policy, encoder, LSTM over K x tau steps) is the same.
+  `untrained_envmodel` the same kind, spec and hyperparameters, randomly
+                       initialised, frozen by export and load.
+  the emulator oracle  envmodels.oracle.OracleModel, with the initial state
+                       passed in as `model_state` (it cannot start from
+                       frames), see networks.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import tempfile
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+import envmodels
+from envmodels import pixel_models
+from envmodels import state_space
+from agents.imagination import rollout_policies
+
+IMAGINATIONS = ("abstract", "pixels")
+
+
+# -- Model states --------------------------------------------------------------
+
+
+def state_features(model: Any, state: Any) -> tf.Tensor:
+  """The abstract features [B, h, w, d] of a model state, as
+  `StepOutput.features` would give them for a state reached by a step.
+
+  Needed for the initial state s_t|t (distillation target step, copy
+  baseline). The envmodel contract has no such method yet: a model's own
+  `state_features(state)` is used when it has one, else the known state
+  types of envmodels are read (SSM: s_t; RAR: s_t; AR: e(o_t) of the newest
+  frame; VAE: the context encoding; oracle: space_to_depth(8) of the frame).
+  """
+  own = getattr(model, "state_features", None)
+  if callable(own):
+    return own(state)
+  if isinstance(state, state_space.SSMState):
+    return state.state
+  if isinstance(state, pixel_models.RARState):
+    return state.abstract_state
+  if isinstance(state, pixel_models.ARState):
+    channels = state.encodings.shape[-1] // model.spec.context_length
+    return state.encodings[..., -channels:]
+  if isinstance(state, pixel_models.VAEState):
+    return state.context
+  oracle = sys.modules.get("envmodels.oracle")  # imported only when used
+  if oracle is not None and isinstance(state, oracle.OracleState):
+    return tf.nn.space_to_depth(model.render(state), 8)
+  raise ValueError(
+      f"cannot read abstract features from a {type(state).__name__} state of "
+      f"a {type(model).__name__} model; give the model a "
+      "`state_features(state)` method returning float32 [B, h, w, d] like "
+      "StepOutput.features.")
+
+
+def tile_state(state: Any, multiples: int) -> Any:
+  """Repeats every tensor of a state nest: [B, ...] -> [B * K, ...], row
+  b * K + k a copy of row b."""
+  return tf.nest.map_structure(lambda x: tf.repeat(x, multiples, axis=0),
+                               state)
+
+
+class CopyState(NamedTuple):
+  features: tf.Tensor  # float32 [B, h, w, d]: features of s_t|t
+  frame: tf.Tensor  # float32 [B, H, W, C]: the last real frame, in [0, 1]
+
+
+class CopyModel(envmodels.EnvModel):
+  """The copy-model baseline: every imagined state equals the initial state.
+
+  Wraps a (frozen) model for its initial state s_t|t; `step` returns the
+  same state, its features and reward 0; `render` returns the last real
+  context frame (the model "returns its input").
+  """
+
+  def __init__(self, model: envmodels.EnvModel):
+    super().__init__(dataclasses.replace(model.spec, kind="copy"),
+                     name="copy_model")
+    self.inner = model
+
+  @property
+  def uses_actions(self) -> bool:
+    return False
+
+  def _initial_state(self, observations: tf.Tensor) -> CopyState:
+    state = self.inner.initial_state(observations)
+    frame = tf.cast(observations[:, -1], tf.float32) / 255.0  # [B, H, W, C]
+    return CopyState(state_features(self.inner, state), frame)
+
+  def _step(self, state: CopyState, encoded_actions: tf.Tensor
+            ) -> Tuple[CopyState, envmodels.StepOutput]:
+    reward = tf.zeros(tf.shape(state.features)[:1], tf.float32)  # [B]
+    return state, envmodels.StepOutput(reward=reward, features=state.features)
+
+  def _render(self, state: CopyState) -> tf.Tensor:
+    return state.frame
+
+  def state_features(self, state: CopyState) -> tf.Tensor:
+    return state.features
+
+  def loss(self, batch, **knobs):
+    raise ValueError("the copy model is a baseline wrapper: it has no loss; "
+                     "train the model it wraps instead.")
+
+
+def untrained_envmodel(model: envmodels.EnvModel, seed: int = 0
+                       ) -> envmodels.EnvModel:
+  """A randomly initialised, frozen model of `model`'s kind, spec and
+  hyperparameters (the untrained-model baseline), frozen by envmodels.export
+  then envmodels.load (through a temporary directory).
+
+  The weights are a function of `seed` alone (Sonnet's default
+  initialisation drawn from a seeded generator: kernels
+  TruncatedNormal(1 / sqrt(fan_in)), biases 0), so the actor's and the
+  learner's copies, built apart, hold the same untrained model.
+  """
+  hyperparameters = getattr(model, "hyperparameters", None)
+  if hyperparameters is None or not getattr(model, "learned", True):
+    raise ValueError(f"cannot rebuild a {type(model).__name__} untrained: "
+                     "pass a learned envmodel (envmodels.load(EXPORT_DIR)).")
+  fresh = envmodels.build(model.spec, seed=seed, **hyperparameters)
+  fresh.create_variables()
+  rng = tf.random.Generator.from_seed(seed)
+  for variable in fresh.variables:  # a deterministic order
+    if not variable.dtype.is_floating:
+      continue
+    if variable.shape.rank >= 2:  # kernels: [..., fan_in, out]
+      fan_in = float(np.prod(variable.shape[:-1]))
+      variable.assign(rng.truncated_normal(
+          variable.shape, stddev=1.0 / math.sqrt(fan_in),
+          dtype=variable.dtype))
+    else:
+      variable.assign(tf.zeros_like(variable))
+  with tempfile.TemporaryDirectory(prefix="untrained_envmodel_") as tmp:
+    return envmodels.load(envmodels.export(fresh, tmp + "/export"), seed=seed)
+
+
+# -- Rollout encoder --------------------------------------------------------
+
+
+class RolloutEncoder(snt.Module):
+  """Summarises each rollout: [N, T, ...] imaginations and [N, T] rewards ->
+  [N, lstm_size], the LSTM's output after reading step T-1, ..., 0.
+
+  Per step: convs (3x3, `channels`, `strides`, relu) over the imagination,
+  flattened, concatenated with the predicted reward (the `embed` features);
+  the LSTM reads them in REVERSE order, so its final output (after the first
+  imagined step) is the rollout's summary.
+  """
+
+  def __init__(self, channels: Sequence[int], strides: Sequence[int],
+               lstm_size: int, name: str = "rollout_encoder"):
+    super().__init__(name=name)
+    if len(channels) != len(strides) or not channels:
+      raise ValueError("RolloutEncoder: channels and strides must be "
+                       f"non-empty and of equal length, given {channels} and "
+                       f"{strides}.")
+    self._convs = [snt.Conv2D(c, 3, stride=s, name=f"conv_{i}")
+                   for i, (c, s) in enumerate(zip(channels, strides))]
+    self.core = snt.LSTM(lstm_size, name="lstm")
+    self.lstm_size = lstm_size
+
+  def embed(self, imaginations: tf.Tensor, rewards: tf.Tensor) -> tf.Tensor:
+    """[N, T, h, w, d], [N, T] -> per-step features [N, T, E]."""
+    shape = tf.shape(imaginations)
+    merged = tf.reshape(imaginations,
+                        tf.concat([[-1], shape[2:]], 0))  # [N * T, h, w, d]
+    merged.set_shape([None] + imaginations.shape[2:].as_list())
+    hidden = merged
+    for conv in self._convs:
+      hidden = tf.nn.relu(conv(hidden))
+    flat = snt.Flatten()(hidden)  # [N * T, F]
+    flat = tf.reshape(flat, tf.concat([shape[:2], [flat.shape[-1]]], 0))
+    return tf.concat([flat, tf.cast(rewards, tf.float32)[..., None]],
+                     -1)  # [N, T, F + 1]
+
+  def __call__(self, imaginations: tf.Tensor,
+               rewards: tf.Tensor) -> tf.Tensor:
+    embedded = self.embed(imaginations, rewards)  # [N, T, E]
+    num_steps = embedded.shape[1]
+    if num_steps is None:
+      raise ValueError("RolloutEncoder needs a static depth (axis 1), given "
+                       f"{embedded.shape.as_list()}.")
+    state = self.core.initial_state(tf.shape(embedded)[0])
+    output = None
+    for t in reversed(range(num_steps)):  # last imagined step first
+      output, state = self.core(embedded[:, t], state)
+    return output  # [N, lstm_size]
+
+
+# -- Imagination core -------------------------------------------------------
+
+
+class Imagination(NamedTuple):
+  """K rollouts of depth tau for each of B samples, batched as [B * K]."""
+  imaginations: tf.Tensor  # [B*K, tau, h, w, d] features or [.., H, W, C]
+  rewards: tf.Tensor  # float32 [B*K, tau]: predicted rewards
+  first_actions: tf.Tensor  # int32 [B*K]: rollout k's first action index
+  rollout_policy_logits: Optional[tf.Tensor]  # [B*K, n, A]: pi_r where it
+  #                                             chose (n = tau or tau - 1)
+  initial_features: Optional[tf.Tensor]  # [B, h, w, d]: features of s_t|t
+
+
+class ImaginationCore(snt.Module):
+  """Runs K rollouts of depth tau through a frozen envmodel, batched [B*K].
+
+  Args:
+    model: an EnvModel (frozen).
+    rollout_policy: a rollout_policies.RolloutPolicy.
+    num_rollouts: K. Rollout k's first model step takes primitive action
+      k mod A (held for the c primitive actions of that step) when
+      fix_first_action; later steps come from the rollout policy.
+    depth: tau, model steps per rollout (tau * c primitive actions).
+    imagination: 'abstract' (out.features) or 'pixels' (model.render).
+    fix_first_action: see num_rollouts; if False every step is pi_r's.
+    want_initial_features: also return the features of s_t|t.
+  """
+
+  def __init__(self, model: envmodels.EnvModel,
+               rollout_policy: rollout_policies.RolloutPolicy,
+               num_rollouts: int, depth: int, imagination: str = "abstract",
+               fix_first_action: bool = True,
+               want_initial_features: bool = False,
+               name: str = "imagination_core"):
+    super().__init__(name=name)
+    if num_rollouts < 1 or depth < 1:
+      raise ValueError(f"num_rollouts (K) and depth (tau) must be >= 1, given "
+                       f"{num_rollouts} and {depth}.")
+    if imagination not in IMAGINATIONS:
+      raise ValueError(f"imagination must be one of {IMAGINATIONS}, given "
+                       f"{imagination!r}.")
+    self.model = model
+    self.rollout_policy = rollout_policy
+    self.num_rollouts = num_rollouts
+    self.depth = depth
+    self.imagination = imagination
+    self.fix_first_action = fix_first_action
+    self.want_initial_features = want_initial_features
+
+  def __call__(self, observations: tf.Tensor,
+               model_state: Any = None) -> Imagination:
+    """observations uint8 [B, context_length, H, W, C]; model_state: the
+    initial state to use instead of model.initial_state(observations) (the
+    oracle's, from live environments)."""
+    model, policy = self.model, self.rollout_policy
+    k, num_actions = self.num_rollouts, policy.num_actions
+    if model_state is None and not getattr(model, "learned", True):
+      raise ValueError(
+          f"the {model.spec.kind!r} model cannot start from frames: pass its "
+          "initial state, network(observations, model_state="
+          "oracle.initial_state_from_envs(envs)).")
+    initial = (model.initial_state(observations) if model_state is None
+               else model_state)
+    initial_features = None
+    if self.want_initial_features or (not self.fix_first_action and
+                                      policy.needs_features):
+      initial_features = state_features(model, initial)  # [B, h, w, d]
+    batch = tf.shape(observations)[0]
+    rows = batch * k
+    state = tile_state(initial, k)  # [B*K, ...]
+    first_actions = tf.tile(tf.range(k, dtype=tf.int32) % num_actions,
+                            [batch])  # [B*K]: 0, 1, .., K-1, 0, 1, ..
+    features = None  # abstract features of the current state, [B*K, ...]
+    if not self.fix_first_action and policy.needs_features:
+      features = tile_state(initial_features, k)
+    imaginations, rewards, logits, produced = [], [], [], []
+    for t in range(self.depth):
+      if t == 0 and self.fix_first_action:
+        actions = policy.first_actions(first_actions)
+      else:
+        chosen = policy.actions(features, rows)
+        actions = chosen.actions
+        if chosen.logits is not None:
+          logits.append(chosen.logits)
+      state, out = model.step(state, actions)  # one call for all B*K rows
+      produced.append(state)
+      features = out.features  # [B*K, h, w, d]
+      rewards.append(out.reward)
+      imaginations.append(features if self.imagination == "abstract"
+                          else model.render(state))  # [B*K, H, W, C]
+    release = getattr(model, "release", None)  # the oracle's snapshots
+    if callable(release):
+      for state in produced:
+        release(state)
+    return Imagination(
+        imaginations=tf.stack(imaginations, axis=1),  # [B*K, tau, ...]
+        rewards=tf.stack(rewards, axis=1),  # [B*K, tau]
+        first_actions=first_actions,
+        rollout_policy_logits=(tf.stack(logits, axis=1) if logits
+                               else None),  # [B*K, n, A]
+        initial_features=initial_features)
+
+
+def split_rollouts(summaries: tf.Tensor, num_rollouts: int) -> tf.Tensor:
+  """The aggregator: [B*K, L] -> [B, K * L], rollout k's summary at
+  [:, k * L:(k + 1) * L]."""
+  size = summaries.shape[-1]
+  return tf.reshape(summaries, [-1, num_rollouts * size])

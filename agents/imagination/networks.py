@@ -1,0 +1,323 @@
+"""The I2A network (Weber et al. 2017; Buesing et al. 2018, Fig. 2).
+
+Where it sits in the data flow: registered as 'i2a' in agents.builder;
+actors (agents/acting.py) call it on the last `context_length` frames of
+each environment, the learner (agents/learning.py) on batches of unrolls and
+adds `auxiliary_loss` (distillation or the learning-to-query entropy
+penalty) to the actor-critic loss, updating `learnable_variables` only: the
+envmodel's weights never change (a loaded model has no trainable variables;
+an attached imagination prior p_imag is the exception, by design).
+
+  model-free path   ConvTorso (agents/a2c) over the latest
+                    `model_free_frames` frames -> [B, F]
+  model-based path  ImaginationCore: s_t|t from the context frames, K
+                    rollouts of depth tau batched [B*K] -> RolloutEncoder
+                    (CNN + reward, LSTM read last step -> first) ->
+                    aggregator (concatenate the K summaries) [B, K * L]
+  heads             concat -> linear(head_hidden) -> ReLU -> policy logits
+                    [B, A], value [B]
+
+Baselines as options (`model`): 'pretrained' (the export), 'untrained' (same
+kind/spec/hyperparameters, random weights, frozen), 'copy' (imaginations are
+the initial state), 'oracle' (the emulator; needs live environment
+snapshots passed as `model_state`, which the actor/learner runtime does not
+supply yet: see docs/agents.md, "I2A").
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import ml_collections
+import sonnet as snt
+import tensorflow as tf
+
+import envmodels
+from agents.a2c.networks import ConvTorso, frames_on_channels
+from agents.base import ActorCriticNetwork, NetworkOutput
+from agents.imagination import imagination as imagination_lib
+from agents.imagination import rollout_policies
+
+MODELS = ("pretrained", "untrained", "copy", "oracle")
+# Strategies that backpropagate the policy gradient through the model.
+_THROUGH_MODEL = ("learning_to_query", "imagination_prior")
+
+
+class I2ANetwork(ActorCriticNetwork):
+  """pi(a | o) and V(o) from a model-free path and K imagined rollouts.
+
+  Args:
+    model: a frozen EnvModel (envmodels.load), or a CopyModel / oracle.
+      Its spec must match the environment: num_actions and
+      observation_shape.
+    num_actions, observation_shape: the environment's.
+    rollout_policy: 'distillation', 'learning_to_query',
+      'imagination_prior' or 'random' (rollout_policies.STRATEGIES).
+    num_rollouts: K (0: one per action).
+    depth: tau, model steps per rollout.
+    imagination: 'abstract' (model features) or 'pixels' (rendered frames).
+    fix_first_action: rollout k's first action is action k.
+    model_free_frames: latest frames read by the model-free path.
+    conv_channels, conv_kernels, conv_strides, hidden: its ConvTorso.
+    encoder_channels, encoder_strides: the rollout encoder's 3x3 convs.
+    pixel_encoder_channels: extra stride-2 3x3 convs in front of them for
+      'pixels' imaginations.
+    lstm_size: L, the rollout encoder's LSTM.
+    head_hidden: the layer before the policy and value heads.
+    rollout_policy_channels, rollout_policy_hidden: the pi_r network.
+    distillation_weight: lambda_D (>= 0) of the distillation loss.
+    query_entropy_penalty: weight (>= 0) of pi_r's entropy in
+      learning_to_query.
+    seed: seeds the rollout policy's samples and p_imag's initialisation.
+  """
+
+  def __init__(self, model: envmodels.EnvModel, num_actions: int,
+               observation_shape: Sequence[int],
+               rollout_policy: str = "distillation", num_rollouts: int = 0,
+               depth: int = 3, imagination: str = "abstract",
+               fix_first_action: bool = True, model_free_frames: int = 1,
+               conv_channels: Sequence[int] = (16, 16),
+               conv_kernels: Sequence[int] = (3, 3),
+               conv_strides: Sequence[int] = (1, 2), hidden: int = 256,
+               encoder_channels: Sequence[int] = (16, 16),
+               encoder_strides: Sequence[int] = (1, 1),
+               pixel_encoder_channels: Sequence[int] = (16, 16),
+               lstm_size: int = 256, head_hidden: int = 256,
+               rollout_policy_channels: int = 16,
+               rollout_policy_hidden: int = 64,
+               distillation_weight: float = 1.0,
+               query_entropy_penalty: float = 0.01, seed: int = 0,
+               name: Optional[str] = "i2a_network"):
+    spec = model.spec
+    super().__init__(num_actions, spec.context_length, name=name)
+    check_model_fits(spec, num_actions, observation_shape)
+    rollout_policies.check_strategy(rollout_policy)
+    if not 1 <= model_free_frames <= spec.context_length:
+      raise ValueError(f"model_free_frames must be in [1, context_length = "
+                       f"{spec.context_length}], given {model_free_frames}.")
+    if distillation_weight < 0 or query_entropy_penalty < 0:
+      raise ValueError("distillation_weight and query_entropy_penalty must "
+                       f"be >= 0 (a loss weight; the sign is built in), given "
+                       f"{distillation_weight} and {query_entropy_penalty}.")
+    num_rollouts = num_rollouts or num_actions
+    self._check_strategy_fits(model, rollout_policy, depth, fix_first_action)
+    if rollout_policy == "imagination_prior":
+      self.imagination_prior = (model.imagination_prior or
+                                model.attach_imagination_prior(seed))
+    else:
+      self.imagination_prior = None
+    _check_frozen(model, self.imagination_prior)
+
+    self.model = model
+    self.strategy = rollout_policy
+    self.num_rollouts = num_rollouts
+    self.model_free_frames = model_free_frames
+    self.distillation_weight = float(distillation_weight)
+    self.query_entropy_penalty = float(query_entropy_penalty)
+    self.rollout_policy = rollout_policies.make_rollout_policy(
+        rollout_policy, num_actions, spec.jump, seed=seed,
+        channels=rollout_policy_channels, hidden=rollout_policy_hidden)
+    self.imagination_core = imagination_lib.ImaginationCore(
+        model, self.rollout_policy, num_rollouts, depth,
+        imagination=imagination, fix_first_action=fix_first_action,
+        want_initial_features=rollout_policy == "distillation")
+    strides = tuple(encoder_strides)
+    channels = tuple(encoder_channels)
+    if imagination == "pixels":  # a stronger summariser for frames
+      channels = tuple(pixel_encoder_channels) + channels
+      strides = (2,) * len(pixel_encoder_channels) + strides
+    self.rollout_encoder = imagination_lib.RolloutEncoder(
+        channels, strides, lstm_size)
+    self.model_free_torso = ConvTorso(conv_channels, conv_kernels,
+                                      conv_strides, hidden,
+                                      name="model_free_torso")
+    self._head = snt.Linear(head_hidden, name="head_hidden")
+    self._policy_head = snt.Linear(num_actions, name="policy_logits")
+    self._value_head = snt.Linear(1, name="value")
+
+  @staticmethod
+  def _check_strategy_fits(model: Any, strategy: str, depth: int,
+                           fix_first_action: bool) -> None:
+    spec = model.spec
+    if strategy == "imagination_prior":
+      if not (spec.action_free and
+              hasattr(model, "attach_imagination_prior")):
+        raise ValueError(
+            "rollout_policy='imagination_prior' needs an action-free sSSM "
+            f"(spec.kind 'sssm', action_free=True), given {spec}. Pretrain "
+            "one with configs/envmodels/sssm_action_free.py.")
+    elif strategy in _THROUGH_MODEL and not model.uses_actions:
+      raise ValueError(
+          f"rollout_policy={strategy!r} backpropagates the policy gradient "
+          f"through the model into pi_r, but this {spec.kind!r} model's "
+          "outputs carry no gradient to its actions (action-free, the VAE "
+          "baseline, the copy model or the non-differentiable oracle); "
+          "choose 'distillation' or 'random'.")
+    if (strategy == "learning_to_query" and fix_first_action and
+        depth < 2):
+      raise ValueError(
+          "rollout_policy='learning_to_query' with fix_first_action and "
+          f"depth {depth} never queries pi_r (the first action is fixed); "
+          "use depth >= 2.")
+
+  def __call__(self, observations: tf.Tensor,
+               model_state: Any = None) -> NetworkOutput:
+    """observations: uint8 [B, context_length, H, W, C] (oldest first).
+
+    model_state: optional initial model state for the B samples, used
+    instead of model.initial_state(observations); the emulator oracle
+    needs it (oracle.initial_state_from_envs(envs)).
+    """
+    observations = tf.convert_to_tensor(observations)
+    if observations.shape.rank != 5 or observations.shape[1] != (
+        self.context_length):
+      raise ValueError(f"I2A observations: expected [B, {self.context_length},"
+                       f" H, W, C] (the model's context_length), given shape "
+                       f"{observations.shape.as_list()}.")
+    model_free = self.model_free_torso(frames_on_channels(
+        observations[:, -self.model_free_frames:]))  # [B, hidden]
+    imagined = self.imagination_core(observations, model_state)
+    summaries = self.rollout_encoder(imagined.imaginations,
+                                     imagined.rewards)  # [B*K, L]
+    aggregated = imagination_lib.split_rollouts(
+        summaries, self.num_rollouts)  # [B, K * L]
+    hidden = tf.nn.relu(self._head(tf.concat([model_free, aggregated], -1)))
+    extras: Dict[str, tf.Tensor] = {}
+    if self.strategy == "distillation":
+      extras["rollout_policy_logits"] = self.rollout_policy.network(
+          imagined.initial_features)  # [B, A]: pi_r(. | s_t|t)
+    elif self.strategy == "learning_to_query":
+      entropies = rollout_policies.entropy(
+          imagined.rollout_policy_logits)  # [B*K, n]
+      extras["rollout_policy_entropy"] = tf.reduce_mean(
+          tf.reshape(entropies, [-1, self.num_rollouts * entropies.shape[1]]),
+          -1)  # [B]
+    return NetworkOutput(
+        policy_logits=self._policy_head(hidden),  # [B, A]
+        value=tf.squeeze(self._value_head(hidden), -1),  # [B]
+        extras=extras)
+
+  def auxiliary_loss(self, output: NetworkOutput
+                     ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """Distillation: lambda_D * mean H(stop_gradient(pi), pi_r) (positive
+    weight: minimising it moves pi_r towards pi, never pi towards pi_r).
+    Learning to query: penalty * mean entropy of pi_r. Else 0."""
+    if self.strategy == "distillation":
+      cross_entropy = rollout_policies.distillation_cross_entropy(
+          output.policy_logits, output.extras["rollout_policy_logits"])
+      agent_entropy = tf.stop_gradient(
+          rollout_policies.entropy(output.policy_logits))
+      mean = tf.reduce_mean(cross_entropy)
+      return self.distillation_weight * mean, {
+          "distillation_cross_entropy": mean,
+          "distillation_kl": tf.reduce_mean(cross_entropy - agent_entropy)}
+    if self.strategy == "learning_to_query":
+      mean = tf.reduce_mean(output.extras["rollout_policy_entropy"])
+      return self.query_entropy_penalty * mean, {
+          "rollout_policy_entropy": mean}
+    return tf.constant(0.0), {}
+
+  @property
+  def learnable_variables(self) -> Tuple[tf.Variable, ...]:
+    """Trainable variables minus every envmodel variable (p_imag's kept)."""
+    frozen = {v.ref() for v in self.model.variables}
+    prior = ({v.ref() for v in self.imagination_prior.trainable_variables}
+             if self.imagination_prior is not None else set())
+    return tuple(v for v in self.trainable_variables
+                 if v.ref() not in frozen or v.ref() in prior)
+
+
+def check_model_fits(spec: envmodels.EnvModelSpec, num_actions: int,
+                     observation_shape: Sequence[int]) -> None:
+  """Refuses an envmodel whose actions or frames differ from the env's."""
+  if (spec.num_actions != num_actions or
+      tuple(spec.observation_shape) != tuple(observation_shape)):
+    raise ValueError(
+        "the envmodel does not fit the environment: the model's spec has "
+        f"num_actions={spec.num_actions}, observation_shape="
+        f"{tuple(spec.observation_shape)} (spec {spec}); the environment has "
+        f"num_actions={num_actions}, observation_shape="
+        f"{tuple(observation_shape)}. Pretrain the model on data collected "
+        "under the agent's protocol (python -m i2a.collect / i2a.pretrain).")
+
+
+def _check_frozen(model: Any, prior: Optional[snt.Module]) -> None:
+  allowed = ({v.ref() for v in prior.trainable_variables}
+             if prior is not None else set())
+  trainable = [v.name for v in model.variables
+               if v.trainable and v.ref() not in allowed]
+  if trainable:
+    raise ValueError(
+        f"the envmodel must be frozen, but {len(trainable)} of its variables "
+        f"are trainable (e.g. {trainable[:3]}); load it with "
+        "envmodels.load(EXPORT_DIR) (or export and load a built model).")
+
+
+def make_envmodel(config: ml_collections.ConfigDict,
+                  envmodel: Optional[envmodels.EnvModel] = None) -> Any:
+  """The model the I2A queries, per `config.network.model` (MODELS): the
+  frozen `envmodel` (default: envmodels.load(config.envmodel)), its
+  untrained twin, the copy baseline around it, or the emulator oracle for
+  `config.protocol` (which ignores `envmodel`)."""
+  net = config.network
+  if net.model not in MODELS:
+    raise ValueError(f"network.model must be one of {MODELS}, given "
+                     f"{net.model!r}.")
+  if net.model == "oracle":
+    # Imported here: importing envmodels.oracle registers the 'oracle' kind.
+    from envmodels import oracle  # pylint: disable=import-outside-toplevel
+    from i2a.environments import (  # pylint: disable=import-outside-toplevel
+        Protocol, make_env)
+    protocol = Protocol.from_json(config.protocol.to_dict())
+    env_fn = functools.partial(make_env, protocol)
+    probe = env_fn()
+    spec = oracle.spec_for_env(probe, jump=net.oracle_jump,
+                               context_length=config.context_length)
+    probe.close()
+    return oracle.OracleModel(spec, env_fn=env_fn, seed=config.seed)
+  if envmodel is None:
+    if not config.envmodel:
+      raise ValueError(
+          "the I2A needs an environment model export: pass "
+          "--config.envmodel=EXPORT_DIR (python -m i2a.pretrain writes "
+          f"WORKDIR/export); network.model={net.model!r} uses it too.")
+    envmodel = envmodels.load(config.envmodel, seed=config.seed)
+  if net.model == "untrained":
+    return imagination_lib.untrained_envmodel(envmodel, seed=config.seed)
+  if net.model == "copy":
+    return imagination_lib.CopyModel(envmodel)
+  return envmodel
+
+
+def make_network(config: ml_collections.ConfigDict, num_actions: int,
+                 observation_shape: Tuple[int, int, int],
+                 envmodel: Optional[envmodels.EnvModel] = None
+                 ) -> I2ANetwork:
+  """The factory registered as 'i2a' in agents.builder (config:
+  configs/agents/i2a.py). `envmodel`: the frozen model of config.envmodel
+  (agents.builder.load_envmodel), loaded here when not given."""
+  model = make_envmodel(config, envmodel)
+  if model.spec.context_length != config.context_length:
+    raise ValueError(
+        f"config.context_length={config.context_length} but the envmodel "
+        f"reads {model.spec.context_length} context frames; pass "
+        f"--config.context_length={model.spec.context_length}.")
+  net = config.network
+  return I2ANetwork(
+      model, num_actions, observation_shape,
+      rollout_policy=net.rollout_policy, num_rollouts=net.num_rollouts,
+      depth=net.depth, imagination=net.imagination,
+      fix_first_action=net.fix_first_action,
+      model_free_frames=net.model_free_frames,
+      conv_channels=tuple(net.conv_channels),
+      conv_kernels=tuple(net.conv_kernels),
+      conv_strides=tuple(net.conv_strides), hidden=net.hidden,
+      encoder_channels=tuple(net.encoder_channels),
+      encoder_strides=tuple(net.encoder_strides),
+      pixel_encoder_channels=tuple(net.pixel_encoder_channels),
+      lstm_size=net.lstm_size, head_hidden=net.head_hidden,
+      rollout_policy_channels=net.rollout_policy_channels,
+      rollout_policy_hidden=net.rollout_policy_hidden,
+      distillation_weight=net.distillation_weight,
+      query_entropy_penalty=net.query_entropy_penalty, seed=config.seed)

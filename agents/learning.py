@@ -1,0 +1,154 @@
+"""The learner: batches of unrolls from Reverb -> actor-critic update -> weights.
+
+Data flow (DESIGN.md, "train"): `unroll_dataset` reads the Reverb `unrolls`
+queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
+batches of `batch_size` unrolls; `Learner.step()` runs one update in the
+private tf.function `_step()` (the network over all n + 1 windows of every
+unroll, `agents.losses.actor_critic_loss` bootstrapped from the last
+window's value, plus `network.auxiliary_loss`, global-norm clipped RMSProp
+on `network.learnable_variables`), counts and times it, and publishes the
+new weights to the `variables` table for the actors.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, Mapping, Optional
+
+import reverb
+import sonnet as snt
+import tensorflow as tf
+
+from agents import losses
+from agents.base import ActorCriticNetwork
+from agents.variables import VariablePublisher
+from i2a.replay import tables
+
+Logger = Callable[[int, Mapping[str, float]], None]
+
+
+def unroll_dataset(server_address: str, batch_size: int,
+                   table: str = tables.UNROLLS,
+                   timeout_ms: int = -1) -> tf.data.Dataset:
+  """Batches {field: [B, ...]} of unrolls from the `unrolls` queue, in order.
+
+  One worker keeps the queue's order, so a run is reproducible. With
+  `timeout_ms` >= 0 the dataset ends (OutOfRangeError) when no unroll comes
+  for that long instead of waiting for ever.
+  """
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=server_address, table=table,
+      max_in_flight_samples_per_worker=batch_size,
+      num_workers_per_iterator=1, rate_limiter_timeout_ms=timeout_ms)
+  dataset = dataset.map(lambda sample: sample.data)
+  return dataset.batch(batch_size, drop_remainder=True).prefetch(1)
+
+
+def rmsprop(learning_rate: float, decay: float,
+            epsilon: float) -> snt.Optimizer:
+  """RMSProp as A2C uses it: ms = decay ms + (1 - decay) g^2, g / sqrt(ms + eps)."""
+  return snt.optimizers.RMSProp(learning_rate=learning_rate, decay=decay,
+                                epsilon=epsilon)
+
+
+class Learner:
+  """Updates a network from batches of unrolls and publishes its weights."""
+
+  def __init__(self, network: ActorCriticNetwork, dataset: tf.data.Dataset,
+               optimizer: snt.Optimizer, *, discount: float,
+               value_coef: float, entropy_coef: float, clip_norm: float,
+               publisher: Optional[VariablePublisher] = None,
+               logger: Optional[Logger] = None):
+    """
+    Args:
+      network: the learner's network (its variables created).
+      dataset: batches of unrolls (unroll_dataset), fields [B, n(+1), ...].
+      optimizer: applied to network.learnable_variables.
+      discount, value_coef, entropy_coef: agents.losses.actor_critic_loss.
+      clip_norm: global gradient norm clip.
+      publisher: writes the weights to the `variables` table after each step.
+      logger: called as logger(learner_step, metrics) after each step.
+    """
+    self.network = network
+    self.optimizer = optimizer
+    self._loss_args = dict(gamma=discount, value_coef=value_coef,
+                           entropy_coef=entropy_coef)
+    self._clip_norm = clip_norm
+    self._publisher = publisher
+    self._logger = logger
+    self._iterator = iter(dataset)
+    self.learner_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                    name="learner_step")
+    self.last_step_time_s = 0.0
+    self._step = tf.function(self._step)  # traced once per learner
+
+  @property
+  def variables(self):
+    return self.network.learnable_variables
+
+  def checkpointables(self) -> Dict[str, tf.Module]:
+    """What a checkpoint of this learner holds."""
+    return dict(network=self.network, optimizer=self.optimizer,
+                learner_step=self.learner_step)
+
+  def _step(self) -> Dict[str, tf.Tensor]:
+    batch = next(self._iterator)
+    observations = batch["observation"]  # [B, n + 1, k, H, W, C]
+    shape = tf.shape(observations)
+    batch_size, length = shape[0], shape[1]
+    flat = tf.reshape(observations, tf.concat([[-1], shape[2:]], 0))
+    with tf.GradientTape() as tape:
+      output = self.network(flat)  # [B * (n + 1), ...]
+      logits = tf.reshape(output.policy_logits,
+                          [batch_size, length, -1])  # [B, n + 1, A]
+      values = tf.reshape(output.value, [batch_size, length])  # [B, n + 1]
+      to_time_major = lambda x: tf.transpose(
+          x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
+      out = losses.actor_critic_loss(
+          policy_logits=to_time_major(logits[:, :-1]),  # [n, B, A]
+          values=to_time_major(values[:, :-1]),  # [n, B]
+          actions=to_time_major(batch["action"]),
+          rewards=to_time_major(batch["reward"]),
+          discounts=to_time_major(batch["discount"]),
+          bootstrap_value=values[:, -1],  # [B]
+          **self._loss_args)
+      auxiliary_loss, auxiliary_metrics = self.network.auxiliary_loss(output)
+      loss = out.loss + auxiliary_loss
+    variables = self.network.learnable_variables
+    gradients = tape.gradient(loss, variables)
+    clipped, norm = tf.clip_by_global_norm(gradients, self._clip_norm)
+    self.optimizer.apply(clipped, variables)
+    self.learner_step.assign_add(1)
+    # How far the learner's policy is from the one that acted (on-policy: ~0).
+    behaviour = tf.nn.log_softmax(batch["behaviour_logits"])  # [B, n, A]
+    current = tf.nn.log_softmax(logits[:, :-1])
+    behaviour_kl = tf.reduce_mean(tf.reduce_sum(
+        tf.exp(behaviour) * (behaviour - current), -1))
+    metrics = dict(out.metrics)
+    metrics.update({f"auxiliary/{k}": v for k, v in auxiliary_metrics.items()})
+    metrics.update(total_loss=loss, auxiliary_loss=auxiliary_loss,
+                   gradient_norm=norm, behaviour_kl=behaviour_kl,
+                   batch_reward=tf.reduce_mean(batch["reward"]))
+    return metrics
+
+  def step(self) -> Dict[str, float]:
+    """One update: returns its metrics (floats) and publishes the weights."""
+    start = time.perf_counter()
+    try:
+      metrics = {k: float(v) for k, v in self._step().items()}
+    except (tf.errors.OutOfRangeError, StopIteration) as e:
+      raise RuntimeError(
+          "the learner waited for unrolls that never came (the Reverb "
+          "`unrolls` queue stayed empty past its timeout): are the actors "
+          "running and writing to this server?") from e
+    step = int(self.learner_step.numpy())
+    self.publish()
+    self.last_step_time_s = time.perf_counter() - start
+    if self._logger is not None:
+      self._logger(step, metrics)
+    return metrics
+
+  def publish(self) -> None:
+    """Writes the current weights to the `variables` table (if publishing)."""
+    if self._publisher is not None:
+      self._publisher.publish(int(self.learner_step.numpy()))

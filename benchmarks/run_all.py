@@ -1,0 +1,44 @@
+"""make bench: runs every benchmark script here, one after another.
+
+Each script measures on this machine, prints a markdown table and writes
+JSON under benchmarks/results/. Pass script names to run a subset:
+  python benchmarks/run_all.py collect_speed minipacman_speed
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main(names) -> int:
+  scripts = sorted(f[:-3] for f in os.listdir(HERE)
+                   if f.endswith(".py") and f not in ("run_all.py",
+                                                      "__init__.py"))
+  selected = names or scripts
+  unknown = sorted(set(selected) - set(scripts))
+  if unknown:
+    print(f"unknown benchmarks {unknown}; known: {scripts}", file=sys.stderr)
+    return 2
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+  failed = []
+  for name in selected:
+    print(f"\n### {name}", flush=True)
+    start = time.monotonic()
+    code = subprocess.call([sys.executable, os.path.join(HERE, name + ".py")],
+                           env=env)
+    print(f"({name}: exit {code}, {time.monotonic() - start:.0f}s)",
+          flush=True)
+    if code:
+      failed.append(name)
+  if failed:
+    print(f"failed: {failed}", file=sys.stderr)
+  return 1 if failed else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

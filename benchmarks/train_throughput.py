@@ -1,0 +1,151 @@
+"""Training throughput of agents in the embedded runtime (agents/training.py).
+
+For each row (a named agent config), builds the real Trainer (Reverb server,
+actor, learner) in a temporary workdir, runs `--warmup` updates (tracing,
+queues), then times `--updates` updates, each = batch_size // num_envs actor
+unrolls + one learner step, and reports:
+  env steps/s       environment steps over all envs per second of the loop
+  learner steps/s   updates per second of the loop
+  actor ms/unroll, learner ms/step   where the time goes
+Writes benchmarks/results/train_throughput.json and prints a markdown table.
+
+  python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
+      [--updates 100] [--warmup 10]
+
+Other agents add rows to ROWS by name: a Row gives the config file, the
+preset, overrides, and optionally `setup(tmpdir) -> overrides` for what a
+row needs built first (e.g. an envmodel export for an I2A row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the repository root, for configs/
+
+# pylint: disable=wrong-import-position
+import ml_collections
+import numpy as np
+import tensorflow as tf
+
+from agents import training
+
+RESULTS = os.path.join(HERE, "results")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  config_file: str  # e.g. "configs/agents/a2c.py"
+  preset: str
+  overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # setup(tmpdir) -> more overrides, e.g. {"envmodel": export_dir}.
+  setup: Optional[Callable[[str], Dict[str, Any]]] = None
+
+
+ROWS: Dict[str, Row] = {
+    "a2c/minipacman": Row("configs/agents/a2c.py", "minipacman"),
+    "a2c/mspacman": Row("configs/agents/a2c.py", "small"),
+}
+
+
+def load_config(row: Row, tmpdir: str) -> ml_collections.ConfigDict:
+  module = importlib.import_module(
+      row.config_file[:-len(".py")].replace("/", "."))
+  config = module.get_config(row.preset)
+  overrides = dict(row.overrides)
+  if row.setup is not None:
+    overrides.update(row.setup(tmpdir))
+  for key, value in overrides.items():
+    target = config
+    *parents, leaf = key.split(".")
+    for parent in parents:
+      target = target[parent]
+    target[leaf] = value
+  return config
+
+
+def measure(row: Row, updates: int, warmup: int) -> Dict[str, Any]:
+  with tempfile.TemporaryDirectory() as tmpdir:
+    config = load_config(row, tmpdir)
+    trainer = training.Trainer(config, os.path.join(tmpdir, "run"))
+    try:
+      trainer.learner.publish()
+      unrolls = config.batch_size // config.num_envs
+      def update(times):
+        start = time.perf_counter()
+        for _ in range(unrolls):
+          trainer.actor.unroll()
+        middle = time.perf_counter()
+        trainer.learner.step()
+        times[0] += middle - start
+        times[1] += time.perf_counter() - middle
+      ignored = [0.0, 0.0]
+      for _ in range(warmup):
+        update(ignored)
+      times = [0.0, 0.0]
+      start = time.perf_counter()
+      for _ in range(updates):
+        update(times)
+      elapsed = time.perf_counter() - start
+    finally:
+      trainer.close()
+  env_steps = updates * config.batch_size * config.unroll_length
+  return dict(
+      config_file=row.config_file, preset=row.preset,
+      overrides={k: str(v) for k, v in row.overrides.items()},
+      env_id=config.protocol.env_id, num_envs=config.num_envs,
+      unroll_length=config.unroll_length, batch_size=config.batch_size,
+      observation_size=list(config.protocol.observation_size),
+      updates=updates, env_steps_per_s=env_steps / elapsed,
+      learner_steps_per_s=updates / elapsed,
+      actor_ms_per_unroll=1000 * times[0] / (updates * unrolls),
+      learner_ms_per_step=1000 * times[1] / updates)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--rows", default=",".join(ROWS),
+                      help=f"comma-separated names among {sorted(ROWS)}")
+  parser.add_argument("--updates", type=int, default=100)
+  parser.add_argument("--warmup", type=int, default=10)
+  args = parser.parse_args()
+  names = [n for n in args.rows.split(",") if n]
+  unknown = sorted(set(names) - set(ROWS))
+  if unknown:
+    parser.error(f"unknown rows {unknown}; known: {sorted(ROWS)}")
+  results = {}
+  for name in names:
+    print(f"measuring {name} ...", file=sys.stderr, flush=True)
+    results[name] = measure(ROWS[name], args.updates, args.warmup)
+  report = dict(
+      rows=results, python=platform.python_version(),
+      tensorflow=tf.__version__, numpy=np.__version__,
+      machine=platform.machine(), cpus=os.cpu_count(),
+      load_average=list(os.getloadavg()),
+      date=time.strftime("%Y-%m-%dT%H:%M:%S"))
+  os.makedirs(RESULTS, exist_ok=True)
+  with open(os.path.join(RESULTS, "train_throughput.json"), "w") as f:
+    json.dump(report, f, indent=2)
+  print("\n| row | environment | envs x unroll | env steps/s | "
+        "learner steps/s | actor ms/unroll | learner ms/step |")
+  print("|---|---|---|---|---|---|---|")
+  for name, r in results.items():
+    print(f"| {name} | {r['env_id']} {r['observation_size'][0]}x"
+          f"{r['observation_size'][1]} | {r['num_envs']} x "
+          f"{r['unroll_length']} | {r['env_steps_per_s']:,.0f} | "
+          f"{r['learner_steps_per_s']:,.1f} | "
+          f"{r['actor_ms_per_unroll']:.1f} | {r['learner_ms_per_step']:.1f} |")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,36 @@
+"""python -m i2a.train: train an agent (A2C, I2A) on a protocol's environment.
+
+  python -m i2a.train --config=configs/agents/a2c.py:minipacman --workdir=DIR \
+      [--config.env_steps=200000] [--config.envmodel=PRETRAIN_DIR/export]
+
+Embedded mode: one process runs the Reverb server, the actor and the
+learner (agents/training.py). Writes DIR/{config.json, protocol.json,
+checkpoints/, tb/, metrics.csv, images/learning_curve.png}; rerunning in
+the same workdir resumes from the newest checkpoint (a larger
+--config.env_steps continues a finished run; a changed experiment is
+refused). See docs/agents.md.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from agents import training
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", "configs/agents/a2c.py:minipacman",
+    "Agent config file[:preset] under configs/agents/.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
+                               required=True)
+
+
+def main(argv):
+  del argv
+  summary = training.run(_CONFIG.value, _WORKDIR.value)
+  print(f"trained {summary['learner_steps']} learner steps, "
+        f"{summary['env_steps']:,} env steps; recent mean return "
+        f"{summary['recent_return']:.2f}; workdir {summary['workdir']}",
+        flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,461 @@
+"""Tests of the I2A network (agents/imagination): every rollout strategy and
+baseline runs and gives finite outputs and losses; the envmodel stays frozen
+while gradients reach pi_r (learning to query) and p_imag (imagination
+prior); the distillation loss has the right sign; the rollout encoder reads
+the last imagined step first; the K rollouts are one [B*K] batch with one
+model call per depth step and rollout k starts with action k; models that do
+not fit the environment are refused. Tiny MiniPacman-sized models (16x24x3
+frames, 5 actions), exported and loaded so they are frozen."""
+
+import functools
+import importlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import envmodels
+from agents import builder
+from agents import losses
+from agents.imagination import imagination as imagination_lib
+from agents.imagination import networks
+from agents.imagination import rollout_policies
+from configs.agents import i2a as i2a_config
+
+FRAME = (16, 24, 3)
+NUM_ACTIONS = 5
+CONTEXT = 3
+BATCH = 2
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+  """Export directories of tiny models: action-conditioned dSSM-DET (jump 1
+  and 2) and an action-free sSSM."""
+  root = tmp_path_factory.mktemp("envmodels")
+  made = {}
+  for name, kind, jump, action_free in (("det", "dssm_det", 1, False),
+                                        ("det_jump2", "dssm_det", 2, False),
+                                        ("action_free", "sssm", 1, True)):
+    spec = envmodels.EnvModelSpec(kind=kind, observation_shape=FRAME,
+                                  num_actions=NUM_ACTIONS, jump=jump,
+                                  context_length=CONTEXT,
+                                  action_free=action_free)
+    model = envmodels.build(
+        spec, seed=1, **envmodels.model_class(kind).tiny_hyperparameters())
+    made[name] = envmodels.export(model, str(root / name))
+  return made
+
+
+def load(exports, name="det"):
+  return envmodels.load(exports[name], seed=0)
+
+
+def tiny_config(**network):
+  config = i2a_config.get_config("tiny")
+  config.network.update(network)
+  return config
+
+
+def make(envmodel, **network):
+  """The I2A of the tiny preset around `envmodel` (through the factory)."""
+  return networks.make_network(tiny_config(**network), NUM_ACTIONS, FRAME,
+                               envmodel=envmodel)
+
+
+def observations(batch=BATCH, seed=0):
+  rng = np.random.RandomState(seed)
+  return tf.constant(rng.randint(0, 256, (batch, CONTEXT) + FRAME),
+                     tf.uint8)  # [B, k, H, W, C]
+
+
+def full_loss(network, unroll_obs, actions, rewards):
+  """What agents/learning.py minimises: n-step A2C + auxiliary loss.
+  unroll_obs uint8 [B, n + 1, k, H, W, C]; actions, rewards [B, n]."""
+  batch, length = unroll_obs.shape[:2]
+  output = network(tf.reshape(unroll_obs, (-1,) + tuple(unroll_obs.shape[2:])))
+  logits = tf.reshape(output.policy_logits, [batch, length, -1])
+  values = tf.reshape(output.value, [batch, length])
+  time_major = lambda x: tf.transpose(
+      x, [1, 0] + list(range(2, len(x.shape))))
+  out = losses.actor_critic_loss(
+      time_major(logits[:, :-1]), time_major(values[:, :-1]),
+      time_major(actions), time_major(rewards),
+      tf.ones_like(time_major(rewards)), values[:, -1])
+  auxiliary, metrics = network.auxiliary_loss(output)
+  return out.loss + auxiliary, auxiliary, metrics
+
+
+def unroll_batch(seed=0):
+  rng = np.random.RandomState(seed)
+  obs = tf.constant(rng.randint(0, 256, (BATCH, 2, CONTEXT) + FRAME),
+                    tf.uint8)  # n = 1
+  actions = tf.constant(rng.randint(0, NUM_ACTIONS, (BATCH, 1)), tf.int32)
+  rewards = tf.constant(rng.randn(BATCH, 1), tf.float32)
+  return obs, actions, rewards
+
+
+def model_variables(network):
+  """The model's variables that are NOT an attached imagination prior."""
+  prior = (set() if network.imagination_prior is None else
+           {v.ref() for v in network.imagination_prior.variables})
+  return [v for v in network.model.variables if v.ref() not in prior]
+
+
+CASES = {
+    # name: (export, network overrides)
+    "distillation": ("det", dict(rollout_policy="distillation")),
+    "learning_to_query": ("det", dict(rollout_policy="learning_to_query")),
+    "imagination_prior": ("action_free",
+                          dict(rollout_policy="imagination_prior")),
+    "random": ("det", dict(rollout_policy="random")),
+    "jumpy_learning_to_query": ("det_jump2",
+                                dict(rollout_policy="learning_to_query")),
+    "jumpy_distillation": ("det_jump2", dict(rollout_policy="distillation")),
+    "pixels": ("det", dict(imagination="pixels")),
+    "copy": ("det", dict(model="copy")),
+    "copy_pixels": ("det", dict(model="copy", imagination="pixels",
+                                rollout_policy="random")),
+    "untrained": ("det", dict(model="untrained",
+                              rollout_policy="learning_to_query")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_strategy_and_baseline_gives_finite_outputs_and_losses(
+    exports, case):
+  export, overrides = CASES[case]
+  network = make(load(exports, export), **overrides)
+  output = network(observations())
+  assert output.policy_logits.shape == (BATCH, NUM_ACTIONS)
+  assert output.value.shape == (BATCH,)
+  for value in (output.policy_logits, output.value,
+                *output.extras.values()):
+    assert np.all(np.isfinite(value.numpy()))
+  with tf.GradientTape() as tape:
+    loss, auxiliary, _ = full_loss(network, *unroll_batch())
+  gradients = tape.gradient(loss, network.learnable_variables)
+  assert np.isfinite(loss.numpy()) and np.isfinite(auxiliary.numpy())
+  present = [g for g in gradients if g is not None]
+  assert present and all(np.all(np.isfinite(g.numpy())) for g in present)
+
+
+@pytest.mark.parametrize("strategy,export", [
+    ("distillation", "det"), ("learning_to_query", "det"),
+    ("imagination_prior", "action_free")])
+def test_rollouts_run_inside_the_callers_tf_function(
+    exports, strategy, export):
+  network = make(load(exports, export), rollout_policy=strategy)
+  obs = observations()
+  network(obs)  # variables
+
+  @tf.function(input_signature=[tf.TensorSpec(
+      [None, CONTEXT] + list(FRAME), tf.uint8)])  # batch-agnostic
+  def forward(batch):
+    output = network(batch)
+    auxiliary, _ = network.auxiliary_loss(output)
+    return output.policy_logits, auxiliary
+
+  logits, auxiliary = forward(obs)
+  assert logits.shape == (BATCH, NUM_ACTIONS)
+  assert np.all(np.isfinite(logits.numpy())) and np.isfinite(auxiliary)
+  assert forward(observations(batch=3))[0].shape == (3, NUM_ACTIONS)
+
+
+@pytest.mark.parametrize("strategy,export", [
+    ("learning_to_query", "det"), ("imagination_prior", "action_free"),
+    ("distillation", "det")])
+def test_envmodel_weights_are_bit_identical_after_optimizer_steps(
+    exports, strategy, export):
+  network = make(load(exports, export), rollout_policy=strategy)
+  unroll_obs, actions, rewards = unroll_batch()
+  network(observations())  # creates the variables
+  frozen = model_variables(network)
+  before = [v.numpy().copy() for v in frozen]
+  learnable_before = [v.numpy().copy() for v in network.learnable_variables]
+  assert not {v.ref() for v in frozen} & {
+      v.ref() for v in network.learnable_variables}
+  optimizer = tf.keras.optimizers.RMSprop(1e-2)
+  for _ in range(3):
+    with tf.GradientTape() as tape:
+      loss, _, _ = full_loss(network, unroll_obs, actions, rewards)
+    variables = network.learnable_variables
+    gradients = tape.gradient(loss, variables)
+    optimizer.apply_gradients(
+        [(g, v) for g, v in zip(gradients, variables) if g is not None])
+  for variable, value in zip(frozen, before):
+    np.testing.assert_array_equal(variable.numpy(), value,
+                                  err_msg=variable.name)
+  assert any(not np.array_equal(v.numpy(), b) for v, b in
+             zip(network.learnable_variables, learnable_before))
+
+
+def test_gradients_reach_the_rollout_policy_through_the_model_in_learning_to_query(
+    exports):
+  model = load(exports)
+  network = make(model, rollout_policy="learning_to_query")
+  unroll_obs, actions, rewards = unroll_batch()
+  network(observations())
+  assert not model.trainable_variables
+  with tf.GradientTape() as tape:
+    output = network(observations())
+    # The actor-critic part alone: pi_r gets no auxiliary help here.
+    loss = tf.reduce_sum(output.policy_logits[:, 0]) + tf.reduce_sum(
+        output.value)
+  policy_variables = network.rollout_policy.network.trainable_variables
+  gradients = tape.gradient(loss, policy_variables)
+  assert all(g is not None for g in gradients)
+  assert sum(float(tf.norm(g)) for g in gradients) > 0
+  learnable = {v.ref() for v in network.learnable_variables}
+  assert all(v.ref() in learnable for v in policy_variables)
+  assert not learnable & {v.ref() for v in model.variables}
+
+
+def test_gradients_reach_the_imagination_prior_but_no_other_model_weight(
+    exports):
+  model = load(exports, "action_free")
+  network = make(model, rollout_policy="imagination_prior")
+  with tf.GradientTape() as tape:
+    output = network(observations())
+    loss = tf.reduce_sum(output.policy_logits[:, 0]) + tf.reduce_sum(
+        output.value)
+  prior = network.imagination_prior.trainable_variables
+  assert prior and model.trainable_variables == tuple(prior)
+  gradients = tape.gradient(loss, prior)
+  assert all(g is not None for g in gradients)
+  assert sum(float(tf.norm(g)) for g in gradients) > 0
+  learnable = {v.ref() for v in network.learnable_variables}
+  assert {v.ref() for v in prior} <= learnable
+  assert not learnable & {v.ref() for v in model_variables(network)}
+  assert network.rollout_policy.network is None
+
+
+def test_distillation_loss_falls_and_never_touches_the_agent_policy(exports):
+  network = make(load(exports), rollout_policy="distillation",
+                 distillation_weight=2.0)
+  obs = observations(batch=4)
+  output = network(obs)
+  pi_r = network.rollout_policy.network.trainable_variables
+  pi_r_refs = {v.ref() for v in pi_r}
+  others = [v for v in network.learnable_variables if v.ref() not in pi_r_refs]
+  with tf.GradientTape() as tape:
+    output = network(obs)
+    auxiliary, metrics = network.auxiliary_loss(output)
+  # A positive weight on the cross-entropy FROM pi (target) TO pi_r.
+  np.testing.assert_allclose(auxiliary.numpy(),
+                             2.0 * metrics["distillation_cross_entropy"],
+                             rtol=1e-6)
+  gradients = tape.gradient(auxiliary, others + list(pi_r))
+  for variable, gradient in zip(others, gradients[:len(others)]):
+    assert gradient is None or not np.any(gradient.numpy()), variable.name
+  assert all(g is not None for g in gradients[len(others):])
+
+  agent_before = [v.numpy().copy() for v in others]
+  optimizer = tf.keras.optimizers.SGD(0.5)
+  kls = []
+  for _ in range(20):
+    with tf.GradientTape() as tape:
+      output = network(obs)
+      auxiliary, metrics = network.auxiliary_loss(output)
+    kls.append(float(metrics["distillation_kl"]))
+    gradients = tape.gradient(auxiliary, network.learnable_variables)
+    optimizer.apply_gradients(
+        [(g, v) for g, v in zip(gradients, network.learnable_variables)
+         if g is not None])
+  # pi_r moved towards pi; the agent's parameters (policy head, torso,
+  # encoder) did not move at all.
+  assert kls[-1] < 0.5 * kls[0], kls
+  for variable, value in zip(others, agent_before):
+    np.testing.assert_array_equal(variable.numpy(), value,
+                                  err_msg=variable.name)
+
+
+def test_distillation_cross_entropy_sign_moves_pi_r_towards_pi():
+  agent = tf.constant([[2.0, 0.0, -1.0]])
+  rollout = tf.Variable([[0.0, 0.0, 0.0]])
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(agent)
+    loss = rollout_policies.distillation_cross_entropy(agent, rollout)[0]
+  assert tape.gradient(loss, agent) is None or not np.any(
+      tape.gradient(loss, agent).numpy())
+  rollout.assign_sub(0.5 * tape.gradient(loss, rollout))  # descent
+  assert np.argmax(rollout.numpy()) == 0  # pi_r now prefers pi's action
+
+
+def test_rollout_encoder_reads_the_last_imagined_step_first():
+  encoder = imagination_lib.RolloutEncoder((4,), (1,), lstm_size=6)
+  rng = np.random.RandomState(0)
+  imaginations = tf.constant(rng.randn(3, 4, 2, 3, 5), tf.float32)
+  rewards = tf.constant(rng.randn(3, 4), tf.float32)  # [N, T = 4]
+  summary = encoder(imaginations, rewards).numpy()
+
+  embedded = encoder.embed(imaginations, rewards)  # [N, T, E]
+  def read(order):
+    state = encoder.core.initial_state(3)
+    for t in order:
+      output, state = encoder.core(embedded[:, t], state)
+    return output.numpy()
+  # Exactly the LSTM over steps 3, 2, 1, 0: the first imagined step last.
+  np.testing.assert_allclose(summary, read([3, 2, 1, 0]), rtol=1e-6)
+  assert not np.allclose(summary, read([0, 1, 2, 3]))
+  # Reversing the rollout changes the summary.
+  flipped = encoder(imaginations[:, ::-1], rewards[:, ::-1]).numpy()
+  assert not np.allclose(summary, flipped)
+
+
+class _Recorder:
+  """Wraps a model's methods on the instance, recording each call."""
+
+  def __init__(self, model, name):
+    self.calls = []
+    method = getattr(model, name)
+
+    @functools.wraps(method)
+    def record(*args):
+      self.calls.append(args)
+      return method(*args)
+    setattr(model, name, record)
+
+
+@pytest.mark.parametrize("strategy,export,depth", [
+    ("random", "det", 3), ("learning_to_query", "det", 2),
+    ("distillation", "det_jump2", 2)])
+def test_rollouts_are_one_batch_with_one_model_call_per_depth_step(
+    exports, strategy, export, depth):
+  model = load(exports, export)
+  steps = _Recorder(model, "step")
+  starts = _Recorder(model, "initial_state")
+  renders = _Recorder(model, "render")
+  network = make(model, rollout_policy=strategy, depth=depth)
+  network(observations())
+  jump, k = model.spec.jump, NUM_ACTIONS
+  assert len(starts.calls) == 1 and len(steps.calls) == depth
+  assert not renders.calls  # abstract imaginations never render
+  for state, actions in steps.calls:
+    assert state.state.shape[0] == BATCH * k  # [B*K, ...]
+    assert actions.shape[:2] == (BATCH * k, jump)
+  first = steps.calls[0][1].numpy()
+  expected = np.tile(np.arange(k), BATCH)  # row b*K + k starts with k
+  if strategy == "learning_to_query":  # relaxed: one-hot of k
+    assert first.shape == (BATCH * k, jump, NUM_ACTIONS)
+    np.testing.assert_array_equal(first.argmax(-1),
+                                  np.repeat(expected[:, None], jump, 1))
+    np.testing.assert_array_equal(first.max(-1), 1.0)
+  else:
+    np.testing.assert_array_equal(first,
+                                  np.repeat(expected[:, None], jump, 1))
+
+
+def test_pi_r_chooses_every_step_but_the_fixed_first_one(exports):
+  for fix_first_action, queried in ((True, 1), (False, 2)):
+    network = make(load(exports), rollout_policy="learning_to_query",
+                   depth=2, fix_first_action=fix_first_action)
+    imagined = network.imagination_core(observations())
+    assert imagined.rollout_policy_logits.shape == (
+        BATCH * NUM_ACTIONS, queried, NUM_ACTIONS)
+
+
+def test_pixel_imaginations_render_every_step(exports):
+  model = load(exports)
+  renders = _Recorder(model, "render")
+  network = make(model, imagination="pixels", depth=2)
+  imagined = network.imagination_core(observations())
+  assert len(renders.calls) == 2
+  assert imagined.imaginations.shape == (BATCH * NUM_ACTIONS, 2) + FRAME
+
+
+def test_copy_model_imagines_the_initial_state_with_zero_reward(exports):
+  model = load(exports)
+  network = make(model, model="copy", depth=3)
+  obs = observations()
+  imagined = network.imagination_core(obs)
+  initial = model.initial_state(obs).state  # [B, h, w, d]
+  expected = np.repeat(initial.numpy(), NUM_ACTIONS, axis=0)  # [B*K, ...]
+  for t in range(3):
+    np.testing.assert_array_equal(imagined.imaginations[:, t].numpy(),
+                                  expected)
+  np.testing.assert_array_equal(imagined.rewards.numpy(), 0.0)
+  pixels = make(model, model="copy", imagination="pixels",
+                rollout_policy="random").imagination_core(obs)
+  np.testing.assert_allclose(
+      pixels.imaginations[::NUM_ACTIONS, -1].numpy(),
+      obs[:, -1].numpy() / 255.0, rtol=1e-6)
+
+
+def test_untrained_model_is_frozen_seeded_and_not_the_pretrained_one(exports):
+  model = load(exports)
+  first = imagination_lib.untrained_envmodel(model, seed=4)
+  again = imagination_lib.untrained_envmodel(model, seed=4)
+  assert first.spec == model.spec and not first.trainable_variables
+  for a, b in zip(first.variables, again.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert any(not np.array_equal(a.numpy(), b.numpy())
+             for a, b in zip(first.variables, model.variables))
+
+
+def test_models_that_do_not_fit_are_refused_with_both_specs(exports):
+  model = load(exports)
+  with pytest.raises(ValueError) as error:
+    networks.I2ANetwork(model, 4, FRAME)
+  assert "num_actions=5" in str(error.value)
+  assert "num_actions=4" in str(error.value)
+  with pytest.raises(ValueError) as error:
+    networks.I2ANetwork(model, NUM_ACTIONS, (16, 16, 3))
+  assert "(16, 24, 3)" in str(error.value)
+  assert "(16, 16, 3)" in str(error.value)
+
+
+def test_strategies_that_need_the_model_refuse_models_that_cannot_serve(
+    exports):
+  with pytest.raises(ValueError, match="action-free sSSM"):
+    make(load(exports), rollout_policy="imagination_prior")
+  with pytest.raises(ValueError, match="no gradient"):
+    make(load(exports), rollout_policy="learning_to_query", model="copy")
+  spec = envmodels.EnvModelSpec(kind="dssm_det", observation_shape=FRAME,
+                                num_actions=NUM_ACTIONS, jump=1,
+                                context_length=CONTEXT)
+  trainable = envmodels.build(
+      spec, **envmodels.model_class("dssm_det").tiny_hyperparameters())
+  trainable.create_variables()
+  with pytest.raises(ValueError, match="must be frozen"):
+    make(trainable)
+
+
+def test_factory_is_registered_and_builds_from_the_config(exports):
+  assert builder.network_factory("i2a") is networks.make_network
+  config = tiny_config()
+  config.envmodel = exports["det"]
+  network = builder.build_network(config, NUM_ACTIONS, FRAME,
+                                  envmodel=load(exports))
+  assert isinstance(network, networks.I2ANetwork)
+  network = networks.make_network(config, NUM_ACTIONS, FRAME)  # loads it
+  assert network.context_length == CONTEXT
+  config.context_length = 1
+  with pytest.raises(ValueError, match="context_length=3"):
+    networks.make_network(config, NUM_ACTIONS, FRAME, envmodel=load(exports))
+  for preset in ("minipacman", "small", "paper"):
+    assert i2a_config.get_config(preset).network.rollout_policy in (
+        rollout_policies.STRATEGIES)
+
+
+def test_oracle_model_needs_env_snapshots_and_releases_them():
+  oracle = importlib.import_module("envmodels.oracle")  # registers 'oracle'
+  from i2a.environments import make_env, preset  # pylint: disable=g-import-not-at-top
+  protocol = preset("minipacman", env_id="MiniPacman-avoid-v0")
+  env_fn = functools.partial(make_env, protocol)
+  envs = [env_fn() for _ in range(BATCH)]
+  frames = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
+  spec = oracle.spec_for_env(envs[0], jump=1, context_length=CONTEXT)
+  model = oracle.OracleModel(spec, env_fn=env_fn, seed=0)
+  network = make(model, rollout_policy="distillation")  # reads s_t|t too
+  obs = tf.constant(np.repeat(np.stack(frames)[:, None], CONTEXT, 1))
+  with pytest.raises(ValueError, match="model_state"):
+    network(obs)
+  state = model.initial_state_from_envs(envs)
+  output = network(obs, model_state=state)
+  assert np.all(np.isfinite(output.policy_logits.numpy()))
+  assert np.isfinite(network.auxiliary_loss(output)[0].numpy())
+  assert model.store_size == BATCH  # the rollouts' snapshots were released
+  with pytest.raises(ValueError, match="no gradient"):
+    make(model, rollout_policy="learning_to_query")
+  model.close()

@@ -1,0 +1,228 @@
+"""`python -m i2a.train` / `python -m i2a.evaluate`: runs, resume, errors.
+
+Tiny runs on MiniPacman (configs/agents/a2c.py:tiny): 2 envs x 3-step
+unrolls, one unroll per update, so 6 env steps are one learner step.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import envmodels
+from agents import builder, evaluation, training
+from agents.a2c import networks
+from configs.agents import a2c as a2c_config
+from i2a import io_utils, runs
+from i2a.metrics import read_column
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+MODEL_BASED = "test_model_based"
+
+
+def _model_based(config, num_actions, observation_shape, envmodel=None):
+  """A stand-in for an I2A network: takes the envmodel, acts model-free."""
+  assert envmodel is not None and not envmodel.trainable_variables
+  return networks.make_network(config, num_actions, observation_shape)
+
+
+builder.register_network(MODEL_BASED, _model_based, overwrite=True)
+
+
+def _config(learner_steps, **overrides):
+  config = a2c_config.get_config("tiny")
+  config.env_steps = 6 * learner_steps
+  config.update(overrides)
+  return config
+
+
+def _checkpoint_values(workdir):
+  reader = tf.train.load_checkpoint(
+      tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints")))
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          # How many saves a run made is bookkeeping, not training state.
+          if not name.startswith(("_CHECKPOINTABLE_OBJECT_GRAPH",
+                                  "save_counter"))}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("trained"))
+  summary = training.run(_config(6), workdir)
+  return workdir, summary
+
+
+def _export(directory, observation_shape=(16, 24, 3), num_actions=5):
+  spec = envmodels.EnvModelSpec(
+      kind="dssm_det", observation_shape=observation_shape,
+      num_actions=num_actions, jump=1, context_length=3)
+  model = envmodels.build(
+      spec, **envmodels.model_class("dssm_det").tiny_hyperparameters())
+  model.create_variables()
+  return envmodels.export(model, str(directory))
+
+
+def test_train_writes_checkpoints_metrics_and_a_learning_curve(trained):
+  workdir, summary = trained
+  assert summary["learner_steps"] == 6 and summary["env_steps"] == 36
+  assert summary["episodes"] >= 2  # 12-step episodes in 18 steps per env
+  for name in ("config.json", "protocol.json", "metrics.csv", "tb",
+               "images/learning_curve.png", "checkpoints/ckpt-6.index",
+               "checkpoints/ckpt-3.index", "checkpoints/actor-6.pkl"):
+    assert os.path.exists(os.path.join(workdir, name)), name
+  assert sorted(n for n in os.listdir(os.path.join(workdir, "checkpoints"))
+                if n.startswith("actor-")) == ["actor-3.pkl", "actor-6.pkl"]
+  metrics = os.path.join(workdir, "metrics.csv")
+  assert read_column(metrics, "step").tolist() == [2, 4, 6]
+  assert read_column(metrics, "env_steps").tolist() == [12, 24, 36]
+  for column in ("loss", "policy_loss", "value_loss", "entropy",
+                 "value_error", "gradient_norm", "env_steps_per_s",
+                 "learner_steps_per_s"):
+    assert np.isfinite(read_column(metrics, column)).all(), column
+  assert np.isfinite(read_column(metrics, "episode_return")).any()
+  assert io_utils.read_json(os.path.join(workdir, "config.json"))[
+      "agent"] == "a2c"
+
+
+def test_resume_reproduces_the_uninterrupted_run(trained, tmp_path):
+  straight, _ = trained  # 6 learner steps in one go
+  split = str(tmp_path / "split")
+  training.run(_config(5), split)
+  summary = training.run(_config(6), split)  # resumes at step 5, +1
+  assert summary["learner_steps"] == 6 and summary["env_steps"] == 36
+  assert read_column(os.path.join(split, "metrics.csv"),
+                     "step").tolist() == [2, 4, 5, 6]
+  expected, got = _checkpoint_values(straight), _checkpoint_values(split)
+  assert sorted(expected) == sorted(got)
+  assert any("optimizer" in name for name in got)
+  for name, value in expected.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  # A finished run is not trained again.
+  again = training.run(_config(6), split)
+  assert again["learner_steps"] == 6
+
+
+def test_a_partial_newest_checkpoint_is_skipped_on_resume(trained, tmp_path):
+  workdir = str(tmp_path / "run")
+  shutil.copytree(trained[0], workdir)
+  # As if the process died while writing checkpoint 6's data.
+  checkpoints = os.path.join(workdir, "checkpoints")
+  with open(os.path.join(checkpoints, "ckpt-6.data-00000-of-00001"),
+            "r+b") as f:
+    f.truncate(10)
+  trainer = training.Trainer(_config(6), workdir)
+  try:
+    assert trainer.restore() == 3
+    assert trainer.actor.env_steps == 18
+  finally:
+    trainer.close()
+
+
+def test_a_changed_config_is_refused_on_resume(trained, tmp_path):
+  workdir, _ = trained
+  config = _config(8)
+  config.network.hidden = 64
+  with pytest.raises(ValueError, match=r"network.hidden: 32 -> 64"):
+    training.run(config, workdir)
+  config = _config(8)
+  config.loss.entropy_coef = 0.5
+  with pytest.raises(ValueError, match=r"loss.entropy_coef"):
+    training.Trainer(config, workdir)
+
+
+def test_an_envmodel_that_does_not_match_the_environment_is_refused(
+    tmp_path):
+  export = _export(tmp_path / "export16", observation_shape=(16, 16, 3),
+                   num_actions=4)
+  workdir = tmp_path / "run"
+  config = _config(1, agent=MODEL_BASED, envmodel=export)
+  with pytest.raises(ValueError) as error:
+    training.run(config, str(workdir))
+  message = str(error.value)
+  assert "does not match the environment" in message
+  assert "'observation_shape': (16, 24, 3), 'num_actions': 5" in message
+  assert "'observation_shape': (16, 16, 3), 'num_actions': 4" in message
+  assert not os.path.exists(workdir / "config.json")  # refused before writing
+
+
+def test_a_missing_envmodel_export_is_refused(tmp_path):
+  missing = str(tmp_path / "no_export")
+  with pytest.raises(ValueError, match="no_export"):
+    training.run(_config(1, agent=MODEL_BASED, envmodel=missing),
+                 str(tmp_path / "run"))
+  # A model-free agent with an envmodel is refused up front too.
+  with pytest.raises(ValueError, match="model-free"):
+    training.run(_config(1, envmodel=missing), str(tmp_path / "run"))
+
+
+def test_a_matching_envmodel_is_loaded_for_training_and_evaluation(tmp_path):
+  export = _export(tmp_path / "export")
+  workdir = str(tmp_path / "run")
+  summary = training.run(_config(2, agent=MODEL_BASED, envmodel=export),
+                         workdir)
+  assert summary["learner_steps"] == 2
+  scores = evaluation.evaluate(workdir, episodes=1)
+  assert scores["envmodel"] == export
+  os.rename(export, export + "_moved")
+  with pytest.raises(ValueError, match="--envmodel=EXPORT_DIR"):
+    evaluation.evaluate(workdir, episodes=1)
+  scores = evaluation.evaluate(workdir, episodes=1, envmodel=export + "_moved")
+  assert scores["episodes"] == 1
+
+
+def test_evaluate_writes_scores_a_gif_and_a_strip(trained):
+  workdir, _ = trained
+  scores = evaluation.evaluate(workdir, episodes=3, greedy=True)
+  written = io_utils.read_json(os.path.join(workdir, "eval", "scores.json"))
+  assert written == json.loads(json.dumps(scores))
+  assert len(written["returns"]) == len(written["lengths"]) == 3
+  assert written["mean"] == pytest.approx(np.mean(written["returns"]))
+  assert written["std"] == pytest.approx(np.std(written["returns"]))
+  assert written["checkpoint_step"] == 6 and written["env_steps"] == 36
+  assert all(0 < n <= 12 for n in written["lengths"])  # the protocol's cap
+  for name in ("episode_000.gif", "episode_000.png"):
+    assert os.path.getsize(os.path.join(workdir, "eval", name)) > 0
+  # Same seed, same episodes.
+  again = evaluation.evaluate(workdir, episodes=3, greedy=True)
+  assert again["returns"] == scores["returns"]
+
+
+def test_evaluate_errors_say_what_is_missing(trained, tmp_path):
+  with pytest.raises(ValueError, match="does not exist"):
+    evaluation.evaluate(str(tmp_path / "nowhere"), episodes=1)
+  empty = str(tmp_path / "empty")
+  os.makedirs(empty)
+  with pytest.raises(ValueError, match="holds no training run"):
+    evaluation.evaluate(empty, episodes=1)
+  fresh = str(tmp_path / "fresh")
+  config = _config(1)
+  runs.prepare_workdir(fresh, config, runs.protocol_from_config(config))
+  with pytest.raises(ValueError, match="has no checkpoint yet"):
+    evaluation.evaluate(fresh, episodes=1)
+
+
+def test_the_binaries_train_and_evaluate(tmp_path):
+  workdir = str(tmp_path / "run")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  train = subprocess.run(
+      [sys.executable, "-m", "i2a.train",
+       "--config=configs/agents/a2c.py:tiny", f"--workdir={workdir}",
+       "--config.env_steps=12"], cwd=ROOT, env=env, capture_output=True,
+      text=True, timeout=300)
+  assert train.returncode == 0, train.stderr[-3000:]
+  assert "env steps/s" in train.stderr and "ETA" in train.stderr
+  assert "trained 2 learner steps" in train.stdout
+  evaluate = subprocess.run(
+      [sys.executable, "-m", "i2a.evaluate", f"--workdir={workdir}",
+       "--episodes=2"], cwd=ROOT, env=env, capture_output=True, text=True,
+      timeout=300)
+  assert evaluate.returncode == 0, evaluate.stderr[-3000:]
+  assert io_utils.read_json(os.path.join(workdir, "eval", "scores.json"))[
+      "episodes"] == 2
