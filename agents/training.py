@@ -118,6 +118,8 @@ class Trainer:
     ])
     self._exit.callback(self.server.stop)
     client = self.server.localhost_client()
+    publisher = VariablePublisher(client, network.learnable_variables)
+    self._exit.callback(publisher.close)
     self.learner = learning.Learner(
         network,
         learning.unroll_dataset(f"localhost:{self.server.port}",
@@ -128,7 +130,7 @@ class Trainer:
         discount=config.loss.discount, value_coef=config.loss.value_coef,
         entropy_coef=config.loss.entropy_coef,
         clip_norm=config.optimizer.clip_norm,
-        publisher=VariablePublisher(client, network.learnable_variables))
+        publisher=publisher)
     acting_network = builder.build_network(
         config, self.num_actions, self.observation_shape, actor_model)
     builder.create_variables(acting_network, self.observation_shape)
@@ -210,7 +212,10 @@ class Trainer:
       actor_state = self._readable(path)
       if actor_state is None:
         continue
-      self.checkpoint.restore(path).assert_existing_objects_matched()
+      status = self.checkpoint.restore(path)
+      status.assert_existing_objects_matched()
+      # The optimizer's slots are created, and restored, at the first update.
+      status.expect_partial()
       self.actor.set_state(actor_state)
       step = int(self.learner.learner_step.numpy())
       logging.info("resumed from %s (learner step %d, %d env steps)", path,

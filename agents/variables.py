@@ -10,7 +10,7 @@ works in the embedded mode (one process) and across processes or hosts.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import reverb
@@ -65,15 +65,22 @@ class VariablePublisher:
     self._client = client
     self._variables = tuple(variables)
     self._table = table
+    self._writer: Optional[reverb.TrajectoryWriter] = None
 
   def publish(self, step: int) -> None:
     """Replaces the table's item with the variables at learner step `step`."""
-    with self._client.trajectory_writer(num_keep_alive_refs=1) as writer:
-      writer.append(flatten(step, self._variables))
-      writer.create_item(self._table, priority=1.0,
-                         trajectory=tree.map_structure(lambda c: c[-1],
-                                                       writer.history))
-      writer.flush()
+    if self._writer is None:
+      self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+    self._writer.append(flatten(step, self._variables))
+    self._writer.create_item(
+        self._table, priority=1.0,
+        trajectory=tree.map_structure(lambda c: c[-1], self._writer.history))
+    self._writer.flush()  # Actors see these weights from now on.
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
 
 
 class VariableClient:

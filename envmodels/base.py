@@ -88,6 +88,10 @@ class EnvModel(snt.Module, abc.ABC):
   shapes) and encodes actions.
   """
 
+  # False for models that are not trained (the emulator oracle): suites
+  # over learned kinds, pretraining and export skip them.
+  learned = True
+
   def __init__(self, spec: EnvModelSpec, seed: int = 0,
                name: Optional[str] = None):
     super().__init__(name=name)

@@ -1,8 +1,10 @@
 """Learning check: every model kind learns MiniPacman's dynamics (slow lane).
 
 A random-policy MiniPacman dataset is collected; each kind is trained at a
-tiny size and must (a) bring its held-out loss far below its initial value
-and (b) predict open-loop frames better than copying the last context frame.
+tiny size for 1000 steps (about a minute each on 2 cores) and must (a) bring
+its held-out loss below a quarter of its initial value and (b) predict
+open-loop frames with a mean squared error at least 10% below copying the
+last context frame.
 """
 
 import numpy as np
@@ -72,4 +74,5 @@ def test_model_learns_and_beats_copying_the_last_frame(kind, data):
   copy_mse = np.mean((copy - truth) ** 2)
   print(f"{kind}: held-out loss {before:.1f} -> {after:.1f}; open-loop MSE "
         f"{model_mse:.5f} vs copy-last-frame {copy_mse:.5f}")
-  assert model_mse < copy_mse, (kind, model_mse, copy_mse)
+  # Measured: 0.0030-0.0033 against 0.0044 for copying (1000 steps).
+  assert model_mse < 0.9 * copy_mse, (kind, model_mse, copy_mse)

@@ -26,7 +26,8 @@ import envmodels
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-KINDS = envmodels.kinds()
+KINDS = tuple(k for k in envmodels.kinds()
+              if envmodels.model_class(k).learned)
 JUMPS = (1, 3)
 FRAME = (16, 16, 3)
 NUM_ACTIONS = 5

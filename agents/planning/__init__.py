@@ -1,0 +1,22 @@
+"""Planning: model-predictive control over a frozen environment model.
+
+A second consumer of `envmodels` (after the I2A): each environment step the
+planner plans H model steps ahead with the categorical cross-entropy method
+over discrete actions, scores candidates by the model's predicted rewards,
+executes the first (c primitive) actions and replans (PlaNet-style MPC,
+Hafner et al. 2019, with the frozen, pluggable models of Buesing et al.
+2018 or the emulator oracle). Runtime of `python -m i2a.plan`:
+agents/planning/running.py; config: configs/agents/planning.py; guide:
+docs/planning.md.
+"""
+
+from agents.planning.cem import CEMResult, categorical_cem
+from agents.planning.planner import (DETERMINISTIC_KINDS, CEMPlanner, Plan,
+                                     PlannerConfig, UniformRandomPolicy,
+                                     make_oracle, tile_state)
+
+__all__ = [
+    "CEMResult", "categorical_cem", "DETERMINISTIC_KINDS", "CEMPlanner",
+    "Plan", "PlannerConfig", "UniformRandomPolicy", "make_oracle",
+    "tile_state",
+]

@@ -1,0 +1,40 @@
+"""python -m i2a.plan: model-predictive control with a frozen envmodel.
+
+  python -m i2a.plan --config=configs/agents/planning.py:minipacman \
+      --config.envmodel=PRETRAIN_WORKDIR/export --workdir=DIR
+  (--config.envmodel=oracle plans with the emulator;
+   --config.policy=random plays the uniform random baseline)
+
+Plans every model step with the categorical cross-entropy method over the
+model's predicted rewards (agents/planning, docs/planning.md), under the
+protocol the export was trained with, for config.episodes episodes. Writes
+DIR/{config.json, protocol.json} and DIR/eval/{scores.json,
+episode_000.gif, episode_000.png}.
+"""
+
+import json
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from agents.planning import running
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", "configs/agents/planning.py:minipacman",
+    "Planner config file[:preset]: configs/agents/planning.py.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
+                               required=True)
+
+
+def main(argv):
+  del argv
+  scores = running.run(_CONFIG.value, _WORKDIR.value)
+  summary = {k: scores[k] for k in ("policy", "envmodel", "mean", "std",
+                                    "episodes", "env_steps",
+                                    "plan_seconds_per_env_step")}
+  print(json.dumps(summary), flush=True)
+  print(f"wrote {scores['video']} and the scores next to it", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
