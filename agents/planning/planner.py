@@ -121,7 +121,8 @@ class CEMPlanner:
 
   def __init__(self, model: envmodels.EnvModel,
                config: PlannerConfig = PlannerConfig(), seed: int = 0,
-               compile: Optional[bool] = None):  # pylint: disable=redefined-builtin
+               # pylint: disable-next=redefined-builtin
+               compile: Optional[bool] = None):
     if not isinstance(config, PlannerConfig):
       config = PlannerConfig.from_config(config)
     self.model = model
@@ -219,7 +220,8 @@ class CEMPlanner:
     """
     seed = self._seeds.make_seeds(1)[:, 0]
     if self.needs_envs:
-      if envs is None or not len(envs):  # pylint: disable=g-explicit-length-test
+      envs = list(envs) if envs is not None else []
+      if not envs:
         raise ValueError(
             "the emulator oracle plans from the live environments: pass "
             "envs=[env, ...] (built like the oracle's env_fn, e.g. "
@@ -227,8 +229,7 @@ class CEMPlanner:
       frames = None
       if context is not None:
         frames = np.asarray(context)[:, -1]
-      state = self.model.initial_state_from_envs(list(envs),
-                                                 observations=frames)
+      state = self.model.initial_state_from_envs(envs, observations=frames)
       try:
         result = self._plan_state(state, len(envs), seed)
       finally:

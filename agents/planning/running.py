@@ -122,13 +122,19 @@ class EpisodeStats:
   lengths: List[int]
   seeds: List[int]
   env_steps: int
-  plan_seconds: float  # time inside policy.act
+  plan_seconds: float  # time inside policy.act, but for its first call
+  planned_env_steps: int  # env steps of every call but the first
+  first_plan_seconds: float  # the first call (tf.function tracing)
   wall_seconds: float
   frames: List[np.ndarray]  # episode 0's frames, observation by observation
 
   @property
   def plan_seconds_per_env_step(self) -> float:
-    return self.plan_seconds / max(1, self.env_steps)
+    """Planning time per env step over all environments, the first call
+    (which traces a learned model's tf.function) left out."""
+    if not self.planned_env_steps:  # a single call
+      return self.first_plan_seconds / max(1, self.env_steps)
+    return self.plan_seconds / self.planned_env_steps
 
 
 def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
@@ -156,7 +162,8 @@ def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
   cap = max_episode_steps or protocol.max_episode_frames
   progress = Progress(name, total=episodes * cap, unit="env steps")
   next_episode = 0
-  plan_seconds, env_steps = 0.0, 0
+  plan_seconds, env_steps, planned_env_steps = 0.0, 0, 0
+  first_plan_seconds: Optional[float] = None
   started = time.monotonic()
 
   def start(slot: _Slot) -> None:
@@ -181,7 +188,8 @@ def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
       context = np.concatenate([slot.windows.frames for slot in active])
       tick = time.perf_counter()
       actions = np.asarray(policy.act(context, [s.env for s in active]))
-      plan_seconds += time.perf_counter() - tick
+      elapsed = time.perf_counter() - tick
+      steps_before = env_steps
       for slot, chunk in zip(active, actions):
         ended = False
         for action in chunk:
@@ -202,21 +210,29 @@ def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
           start(slot)
         else:
           slot.windows.push(observation[None], np.array([False]))
+      if first_plan_seconds is None:
+        first_plan_seconds = elapsed
+      else:
+        plan_seconds += elapsed
+        planned_env_steps += env_steps - steps_before
       done_lengths = [n for n in lengths if n is not None]
       typical = float(np.mean(done_lengths)) if done_lengths else cap
       progress.total = int(max(env_steps, round(episodes * typical)))
       progress.update(
           env_steps - progress.done,
           episodes=f"{len(done_lengths)}/{episodes}",
-          plan_ms=1e3 * plan_seconds / max(1, env_steps))
+          plan_ms=1e3 * plan_seconds / max(1, planned_env_steps))
   finally:
     for slot in slots:
       slot.env.close()
-  progress.close(plan_ms=1e3 * plan_seconds / max(1, env_steps))
-  return EpisodeStats(returns=[float(r) for r in returns],
-                      lengths=[int(n) for n in lengths], seeds=seeds,
-                      env_steps=env_steps, plan_seconds=plan_seconds,
-                      wall_seconds=time.monotonic() - started, frames=frames)
+  stats = EpisodeStats(
+      returns=[float(r) for r in returns], lengths=[int(n) for n in lengths],
+      seeds=seeds, env_steps=env_steps, plan_seconds=plan_seconds,
+      planned_env_steps=planned_env_steps,
+      first_plan_seconds=first_plan_seconds or 0.0,
+      wall_seconds=time.monotonic() - started, frames=frames)
+  progress.close(plan_ms=1e3 * stats.plan_seconds_per_env_step)
+  return stats
 
 
 def write_video(out_dir: str, frames: List[np.ndarray]) -> Tuple[str, str]:
@@ -259,6 +275,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, Any]:
       episodes=len(stats.returns), seeds=stats.seeds,
       env_steps=stats.env_steps,
       plan_seconds_per_env_step=stats.plan_seconds_per_env_step,
+      first_plan_seconds=stats.first_plan_seconds,
       env_steps_per_s=stats.env_steps / max(stats.wall_seconds, 1e-9),
       wall_seconds=stats.wall_seconds, policy=config.policy,
       envmodel=config.envmodel if config.policy == "cem" else "",

@@ -30,7 +30,7 @@ AVOID = environments.preset("minipacman", env_id="MiniPacman-avoid-v0",
 CONTEXT, T = 3, 3
 
 
-# -- The categorical CEM --------------------------------------------------------
+# -- The categorical CEM ------------------------------------------------------
 
 
 def test_cem_finds_the_single_best_sequence_of_a_known_scorer():
@@ -54,13 +54,25 @@ def test_cem_finds_the_single_best_sequence_of_a_known_scorer():
                              rtol=1e-5)
 
 
+def test_cem_refits_the_belief_with_smoothing():
+  # One slot, two actions, action 1 scores higher: the single elite is a
+  # candidate taking action 1, so the refit belief is
+  # 0.25 * [0.5, 0.5] + 0.75 * [0, 1].
+  result = cem.categorical_cem(
+      lambda actions: tf.cast(actions[:, 0, 0], tf.float32), 1, 1, 1, 2,
+      population=16, iterations=1, num_elites=1, smoothing=0.25,
+      seed=tf.constant([0, 0]))
+  np.testing.assert_allclose(result.probabilities[0, 0, 0], [0.125, 0.875])
+  assert int(result.best_actions[0, 0, 0]) == 1
+
+
 def test_cem_refuses_more_elites_than_candidates():
   with pytest.raises(ValueError, match="num_elites .9. must be at most the "
                      "population .8."):
     planner_lib.PlannerConfig(population=8, num_elites=9)
 
 
-# -- The planner over a fake model ------------------------------------------------
+# -- The planner over a fake model --------------------------------------------
 
 
 class TargetModel(envmodels.EnvModel):
@@ -171,10 +183,11 @@ def test_the_planner_plans_jumpy_steps_with_every_learned_kind(kind):
     assert plan.probabilities.shape == (num_envs, 2, 2, 3)
     assert ((plan.sequence >= 0) & (plan.sequence < 3)).all()
     assert np.isfinite(plan.predicted_return).all()
-  assert planner._plan_from_context.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+  traced = planner._plan_from_context  # pylint: disable=protected-access
+  assert traced.experimental_get_tracing_count() == 1
 
 
-# -- The emulator oracle ----------------------------------------------------------
+# -- The emulator oracle ------------------------------------------------------
 
 
 def test_the_oracle_planner_beats_the_random_policy_on_minipacman_avoid():
@@ -197,7 +210,7 @@ def test_the_oracle_planner_beats_the_random_policy_on_minipacman_avoid():
       planned.lengths)
 
 
-# -- Learned models: the binary, the docs example, bad input -----------------------
+# -- Learned models: the binary, the docs example, bad input ------------------
 
 
 def _windows(protocol, count, seed):
@@ -331,7 +344,7 @@ def test_a_misfit_export_is_refused_naming_both_specs(tmp_path, change, given):
   assert not workdir.exists()  # refused before anything was written
 
 
-# -- The public-API-only rule ------------------------------------------------------
+# -- The public-API-only rule -------------------------------------------------
 
 
 def test_planning_uses_only_the_public_envmodels_api():
