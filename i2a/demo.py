@@ -6,8 +6,12 @@ own resume logic):
   1. collect      MsPacman under the 'small' protocol, random policy
   2. pretrain     a jumpy dSSM-DET and an sSSM (configs/envmodels)
   3. models       the paper's Table 1 form for the pretrained models
-  4. report       report.md with the model table, an open-loop prediction
-                  strip, the protocol and the package versions
+  4. agents       the model-free A2C baseline and an I2A (distillation) over
+                  the frozen jumpy dSSM-DET, for a short budget
+  5. evaluate     both agents under the recorded protocol
+  6. report       report.md with learning curves, the model table, an
+                  open-loop prediction strip, the agents' scores, the
+                  protocol and the package versions
 """
 
 from __future__ import annotations
@@ -20,10 +24,20 @@ from typing import Dict, List
 from absl import app, flags
 from ml_collections import config_flags
 
+import numpy as np
+
+from agents import evaluation as agent_evaluation
+from agents import training as agent_training
 from configs import collect as collect_config
+from configs.agents import a2c as a2c_config
+from configs.agents import i2a as i2a_config
 from configs.envmodels import common as envmodel_config
 from envmodels import versions
-from i2a import collection, io_utils, model_evaluation, pretraining, runs
+from i2a import (collection, io_utils, model_evaluation, pictures,
+                 pretraining, runs)
+from i2a.metrics import read_column
+
+STAGES = 6
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "configs/demo.py:small", "Demo config file[:preset].")
@@ -39,7 +53,7 @@ def run(config, workdir: str) -> str:
   started = time.monotonic()
   workdir = runs.prepare_workdir(workdir, config, None)
 
-  _banner("1/4 collect: random policy on MsPacman")
+  _banner(f"1/{STAGES} collect: random policy")
   collect_cfg = collect_config.get_config(config.collect_preset)
   collect_cfg.train_steps = config.collect_train_steps
   collect_cfg.test_steps = config.collect_test_steps
@@ -50,7 +64,8 @@ def run(config, workdir: str) -> str:
   exports: List[str] = []
   held_out: Dict[str, Dict[str, float]] = {}
   for i, kind in enumerate(config.envmodels):
-    _banner(f"2/4 pretrain {kind} ({i + 1}/{len(config.envmodels)})")
+    _banner(f"2/{STAGES} pretrain {kind} "
+            f"({i + 1}/{len(config.envmodels)})")
     cfg = envmodel_config.make_config(kind, config.envmodel_preset,
                                       f"configs/envmodels/{kind}.py")
     cfg.data = data
@@ -64,22 +79,59 @@ def run(config, workdir: str) -> str:
     held_out[kind] = pretraining.run(cfg, run_dir)
     exports.append(os.path.join(run_dir, pretraining.EXPORT))
 
-  _banner("3/4 models: the paper's Table 1 form")
+  _banner(f"3/{STAGES} models: the paper's Table 1 form")
   rows = model_evaluation.evaluate(exports, data, T=cfg.T,
                                    num_windows=config.eval_windows,
                                    batch_size=config.pretrain_batch_size)
   table = model_evaluation.write_report(rows, os.path.join(workdir, "models"),
                                         12, 32, data)
 
-  _banner("4/4 report")
+  agent_runs = {}
+  for name, module in (("a2c", a2c_config), ("i2a", i2a_config)):
+    _banner(f"4/{STAGES} train {name}")
+    cfg = module.get_config(config.agent_preset)
+    cfg.env_steps = config.agent_env_steps[name]
+    cfg.plot_every = cfg.checkpoint_every = config.agent_checkpoint_every
+    cfg.log_every = config.agent_log_every
+    if name == "i2a":
+      cfg.envmodel = exports[0]  # the jumpy dSSM-DET
+    run_dir = os.path.join(workdir, "agents", name)
+    agent_training.run(cfg, run_dir)
+    agent_runs[name] = run_dir
+
+  scores = {}
+  for name, run_dir in agent_runs.items():
+    _banner(f"5/{STAGES} evaluate {name}")
+    scores[name] = agent_evaluation.evaluate(
+        run_dir, episodes=config.agent_eval_episodes)
+    print(f"{name}: mean return {scores[name]['mean']:.1f} over "
+          f"{len(scores[name]['returns'])} episodes", flush=True)
+
+  _banner(f"6/{STAGES} report")
   report = write_report(workdir, config, collect_dir, exports, table["table"],
-                        time.monotonic() - started)
+                        agent_runs, scores, time.monotonic() - started)
   print(f"\nreport: {report}", flush=True)
   return report
 
 
+def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
+  curves = {}
+  for name, run_dir in agent_runs.items():
+    metrics = os.path.join(run_dir, "metrics.csv")
+    steps = read_column(metrics, "env_steps")
+    returns = read_column(metrics, "episode_return")
+    if steps is not None and returns is not None:
+      keep = np.isfinite(returns)
+      curves[name] = (steps[keep], returns[keep])
+  path = os.path.join(workdir, "report_images", "learning_curves.png")
+  pictures.line_plot(path, curves, "environment steps", "episode return",
+                     "learning curves (this run)")
+  return path
+
+
 def write_report(workdir: str, config, collect_dir: str, exports: List[str],
-                 table: str, seconds: float) -> str:
+                 table: str, agent_runs: Dict[str, str],
+                 scores: Dict[str, dict], seconds: float) -> str:
   protocol = io_utils.read_json(os.path.join(collect_dir, runs.PROTOCOL))
   images = os.path.join(workdir, "report_images")
   os.makedirs(images, exist_ok=True)
@@ -93,11 +145,12 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       target = os.path.join(images, f"open_loop_{kind}.png")
       shutil.copyfile(os.path.join(run_dir, "images", candidates[-1]), target)
       strips.append((kind, os.path.relpath(target, workdir)))
+  curves = os.path.relpath(_learning_curves(workdir, agent_runs), workdir)
   manifest = io_utils.read_json(os.path.join(collect_dir, "dataset", "train",
                                              "manifest.json"))
   lines = [
       "# I2A framework demo report", "",
-      f"Preset `{config.preset}`; all numbers below were measured in this "
+      f"Preset `{config.preset}`; every number below was measured in this "
       f"run ({seconds / 60:.1f} minutes).", "",
       "## Data", "",
       f"{manifest['steps']:,} train steps in {manifest['episodes']} "
@@ -109,12 +162,22 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       "## Open-loop predictions (rows: truth, prediction, error; the first "
       "columns are the context frames)", ""]
   lines += [f"### {kind}\n\n![{kind}]({path})\n" for kind, path in strips]
-  lines += ["## Versions", "", "| package | version |", "|---|---|"]
+  lines += [
+      "## Agents", "",
+      "The model-free A2C baseline and an I2A (distillation rollout policy, "
+      f"K = one rollout per action) over the frozen {exports[0]} model, each "
+      "for a short budget: the pipeline works end to end; the budget is far "
+      "too small for the papers' results.", "",
+      f"![learning curves]({curves})", "",
+      "| agent | env steps | evaluation episodes | mean return | std |",
+      "|---|---|---|---|---|"]
+  for name, score in scores.items():
+    lines.append(f"| {name} | {score['env_steps']:,} | "
+                 f"{len(score['returns'])} | {score['mean']:.1f} | "
+                 f"{score['std']:.1f} |")
+  lines += ["", "## Versions", "", "| package | version |", "|---|---|"]
   for name in list(versions.PINNED) + ["gymnasium", "ale-py", "numpy"]:
     lines.append(f"| {name} | {versions.installed_version(name)} |")
-  lines += ["", "## Next stage", "",
-            "Agents are trained on these frozen models with "
-            "`python -m i2a.train` (docs/agents.md)."]
   path = os.path.join(workdir, "report.md")
   io_utils.atomic_write_text(path, "\n".join(lines) + "\n")
   return path
