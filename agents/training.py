@@ -15,6 +15,10 @@ RNG; the last N kept), TensorBoard events and metrics.csv, and
 images/learning_curve.png (episode return vs environment steps). Running
 again in the same workdir resumes from the newest complete checkpoint and
 reproduces, update for update, the run that was not interrupted.
+
+`LearnerLoop` is the learner's side of a run (budget, logs, checkpoints,
+plots, resume), shared with the distributed learner (agents/distributed.py,
+`python -m i2a.launch`), which runs it without an actor in its process.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import math
 import os
 import pickle
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import ml_collections
 import numpy as np
@@ -141,24 +145,88 @@ class Trainer:
         variable_client=VariableClient(client,
                                        acting_network.learnable_variables))
     self._exit.callback(self.actor.close)
+    self.loop = LearnerLoop(config, self.workdir, self.learner,
+                            actor=self.actor)
+
+  # The loop's parts, under the names they always had.
+  env_steps = property(lambda self: self.loop.env_steps)
+  episodes = property(lambda self: self.loop.episodes)
+  checkpoint = property(lambda self: self.loop.checkpoint)
+  manager = property(lambda self: self.loop.manager)
+  log = property(lambda self: self.loop.log)
+  checkpoint_dir = property(lambda self: self.loop.checkpoint_dir)
+
+  def close(self) -> None:
+    self._exit.close()
+
+  def save(self) -> str:
+    return self.loop.save()
+
+  def restore(self) -> int:
+    return self.loop.restore()
+
+  def plot_learning_curve(self) -> Optional[str]:
+    return self.loop.plot_learning_curve()
+
+  def train(self) -> Dict[str, Any]:
+    """Trains to config.env_steps (resuming); returns a summary."""
+    return self.loop.train()
+
+
+class LearnerLoop:
+  """A learner's run to the budget: counters, checkpoints, logs and plots.
+
+  Shared by both modes. Embedded (`Trainer`): `actor` is this process's
+  actor; before each update it writes batch_size // num_envs unrolls, and
+  its state is saved with every checkpoint (`actor-N.pkl`). Distributed
+  (agents/distributed.py): no actor here; actor processes fill the queue,
+  `episodes()` returns the episodes they finished (read at each log), the
+  env-step counter advances by what each update consumes (batch_size *
+  unroll_length), and `should_stop()` ends the run early with a final log
+  and checkpoint.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str,
+               learner: learning.Learner, *, actor: Optional[Actor] = None,
+               episodes: Optional[Callable[[], List[Episode]]] = None,
+               extra_metrics: Optional[Callable[[], Dict[str, float]]] = None):
+    """
+    Args:
+      config: the run's config (budget, cadence, batch).
+      workdir: the prepared workdir (runs.prepare_workdir).
+      learner: the learner; its checkpointables are saved.
+      actor: the embedded actor (None in the distributed mode).
+      episodes: returns newly finished episodes (distributed mode).
+      extra_metrics: more columns for each logged row.
+    """
+    self.config = config
+    self.workdir = workdir
+    self.learner = learner
+    self.actor = actor
+    self._drain_episodes = episodes
+    self._extra_metrics = extra_metrics
     self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
                                  name="env_steps")
     self.episodes = tf.Variable(0, dtype=tf.int64, trainable=False,
                                 name="episodes")
     self.checkpoint = tf.train.Checkpoint(
         env_steps=self.env_steps, episodes=self.episodes,
-        **self.learner.checkpointables())
+        **learner.checkpointables())
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, self.checkpoint_dir,
         max_to_keep=config.keep_checkpoints)
-    self.log = MetricsLog(self.workdir)
+    self.log = MetricsLog(workdir)
 
   @property
   def checkpoint_dir(self) -> str:
     return os.path.join(self.workdir, CHECKPOINTS)
 
-  def close(self) -> None:
-    self._exit.close()
+  @property
+  def env_steps_done(self) -> int:
+    """Environment steps so far (the embedded actor's, or consumed)."""
+    if self.actor is not None:
+      return self.actor.env_steps
+    return int(self.env_steps.numpy())
 
   # -- Checkpoints -----------------------------------------------------------
 
@@ -175,14 +243,15 @@ class Trainer:
     'latest' on a complete checkpoint.
     """
     step = int(self.learner.learner_step.numpy())
-    self.env_steps.assign(self.actor.env_steps)
-    actor_path = os.path.join(self.checkpoint_dir,
-                              ACTOR_STATE.format(step=step))
-    with io_utils.atomic_path(actor_path) as tmp:
-      with open(tmp, "wb") as f:
-        pickle.dump(self.actor.get_state(), f)
-        f.flush()
-        os.fsync(f.fileno())
+    if self.actor is not None:
+      self.env_steps.assign(self.actor.env_steps)
+      actor_path = os.path.join(self.checkpoint_dir,
+                                ACTOR_STATE.format(step=step))
+      with io_utils.atomic_path(actor_path) as tmp:
+        with open(tmp, "wb") as f:
+          pickle.dump(self.actor.get_state(), f)
+          f.flush()
+          os.fsync(f.fileno())
     path = self.manager.save(checkpoint_number=step)
     kept = {os.path.basename(self._actor_state_path(p))
             for p in self.manager.checkpoints}
@@ -192,40 +261,50 @@ class Trainer:
         os.remove(os.path.join(self.checkpoint_dir, name))
     return path
 
-  def _readable(self, path: str) -> Optional[Dict[str, Any]]:
-    """The actor state of a complete, readable checkpoint; None otherwise."""
+  def _readable(self, path: str) -> Tuple[bool, Optional[Dict[str, Any]]]:
+    """(complete and readable, the actor state if there is an actor)."""
     try:
       reader = tf.train.load_checkpoint(path)
       for name in reader.get_variable_to_shape_map():
         reader.get_tensor(name)
+      if self.actor is None:
+        return True, None
       with open(self._actor_state_path(path), "rb") as f:
-        return pickle.load(f)
+        return True, pickle.load(f)
     except Exception as e:  # pylint: disable=broad-except  (any damage)
       logging.warning("checkpoint %s is incomplete or unreadable (%s)", path,
                       e)
-      return None
+      return False, None
 
   def restore(self) -> int:
     """Restores the newest complete checkpoint; returns its learner step."""
     candidates = list(reversed(self.manager.checkpoints))
     for path in candidates:
-      actor_state = self._readable(path)
-      if actor_state is None:
+      readable, actor_state = self._readable(path)
+      if not readable:
         continue
       status = self.checkpoint.restore(path)
       status.assert_existing_objects_matched()
       # The optimizer's slots are created, and restored, at the first update.
       status.expect_partial()
-      self.actor.set_state(actor_state)
+      if self.actor is not None:
+        self.actor.set_state(actor_state)
       step = int(self.learner.learner_step.numpy())
       logging.info("resumed from %s (learner step %d, %d env steps)", path,
-                   step, self.actor.env_steps)
+                   step, self.env_steps_done)
       if path != candidates[0]:
         print(f"resumed from {path}: newer checkpoints were incomplete",
               flush=True)
       self.log.truncate_after(step)
       return step
     if candidates:
+      if self.actor is not None and not any(
+          os.path.exists(self._actor_state_path(p)) for p in candidates):
+        raise ValueError(
+            f"the checkpoints in {self.checkpoint_dir} hold no actor state "
+            f"({ACTOR_STATE.format(step='N')}): the distributed learner "
+            "(python -m i2a.launch) wrote them. Continue this run with "
+            "python -m i2a.launch, or train in another --workdir.")
       raise ValueError(
           f"no readable checkpoint in {self.checkpoint_dir} (tried "
           f"{candidates}); delete the workdir to start over.")
@@ -247,71 +326,113 @@ class Trainer:
     pictures.line_plot(
         path, {self.config.agent: (env_steps[keep], returns[keep])},
         xlabel="environment steps", ylabel="episode return",
-        title=f"{self.config.agent} on {self.protocol.env_id}")
+        title=f"{self.config.agent} on {self.config.protocol.env_id}")
     return path
 
   # -- The loop --------------------------------------------------------------
 
-  def train(self) -> Dict[str, Any]:
-    """Trains to config.env_steps (resuming); returns a summary."""
+  def train(self, should_stop: Callable[[], bool] = lambda: False
+            ) -> Dict[str, Any]:
+    """Trains to config.env_steps (resuming) or until `should_stop()`.
+
+    A stop request that arrives while the learner waits for data ends the
+    dataset (agents/distributed.py), so that wait raises; the loop then
+    logs, checkpoints and plots what it has not yet, and returns.
+    """
     config = self.config
     start_step = self.restore()
-    self.learner.publish()  # The actor starts from the learner's weights.
+    self.learner.publish()  # Actors start from the learner's weights.
     unrolls_per_update = config.batch_size // config.num_envs
+    env_steps_per_update = config.batch_size * config.unroll_length
     progress = Progress(f"train {config.agent}", config.env_steps,
-                        "env steps", initial=self.actor.env_steps)
+                        "env steps", initial=self.env_steps_done)
     recent_returns = collections.deque(maxlen=100)
     window: Dict[str, List[float]] = collections.defaultdict(list)
     episodes: List[Episode] = []
     started = time.monotonic()
-    start_env_steps = self.actor.env_steps
-    interval_start, interval_env_steps = started, self.actor.env_steps
+    start_env_steps = self.env_steps_done
+    interval_start, interval_env_steps = started, self.env_steps_done
     interval_learner_steps = start_step
-    step = start_step
-    while self.actor.env_steps < config.env_steps:
-      for _ in range(unrolls_per_update):
-        _, finished = self.actor.unroll()
-        episodes.extend(finished)
-        recent_returns.extend(e.episode_return for e in finished)
-        self.episodes.assign_add(len(finished))
-      for key, value in self.learner.step().items():
+    step = last_logged = last_saved = last_plotted = start_step
+
+    def add_episodes(finished: List[Episode]) -> None:
+      episodes.extend(finished)
+      recent_returns.extend(e.episode_return for e in finished)
+      self.episodes.assign_add(len(finished))
+
+    def log_row() -> None:
+      nonlocal episodes, interval_start, interval_env_steps
+      nonlocal interval_learner_steps, last_logged
+      if self._drain_episodes is not None:
+        add_episodes(self._drain_episodes())
+      now = time.monotonic()
+      elapsed = max(now - interval_start, 1e-9)
+      row = {k: float(np.mean(v)) for k, v in window.items()}
+      row.update(
+          env_steps=self.env_steps_done,
+          episodes=int(self.episodes.numpy()),
+          episode_return=(float(np.mean([e.episode_return
+                                         for e in episodes]))
+                          if episodes else math.nan),
+          episode_length=(float(np.mean([e.length for e in episodes]))
+                          if episodes else math.nan),
+          env_steps_per_s=(self.env_steps_done - interval_env_steps)
+          / elapsed,
+          learner_steps_per_s=(step - interval_learner_steps) / elapsed)
+      if self._extra_metrics is not None:
+        row.update(self._extra_metrics())
+      self.log.write(step, row)
+      extras = dict(step=step, learner_steps_per_s=row["learner_steps_per_s"])
+      if recent_returns:
+        extras["return"] = float(np.mean(recent_returns))
+      progress.update(self.env_steps_done - progress.done, force=True,
+                      **extras)
+      window.clear()
+      episodes = []
+      interval_start, interval_env_steps = now, self.env_steps_done
+      interval_learner_steps = step
+      last_logged = step
+
+    def plot() -> None:
+      nonlocal last_plotted
+      self.log.flush()
+      self.plot_learning_curve()
+      last_plotted = step
+
+    while self.env_steps_done < config.env_steps and not should_stop():
+      if self.actor is not None:
+        for _ in range(unrolls_per_update):
+          _, finished = self.actor.unroll()
+          add_episodes(finished)
+      try:
+        metrics = self.learner.step()
+      except RuntimeError:
+        if should_stop():
+          break  # The stop request ended the wait for data.
+        raise
+      if self.actor is None:
+        self.env_steps.assign_add(env_steps_per_update)
+      for key, value in metrics.items():
         window[key].append(value)
       step = int(self.learner.learner_step.numpy())
-      final = self.actor.env_steps >= config.env_steps
+      final = self.env_steps_done >= config.env_steps or should_stop()
       if step % config.log_every == 0 or final:
-        now = time.monotonic()
-        elapsed = max(now - interval_start, 1e-9)
-        row = {k: float(np.mean(v)) for k, v in window.items()}
-        row.update(
-            env_steps=self.actor.env_steps,
-            episodes=int(self.episodes.numpy()),
-            episode_return=(float(np.mean([e.episode_return
-                                           for e in episodes]))
-                            if episodes else math.nan),
-            episode_length=(float(np.mean([e.length for e in episodes]))
-                            if episodes else math.nan),
-            env_steps_per_s=(self.actor.env_steps - interval_env_steps)
-            / elapsed,
-            learner_steps_per_s=(step - interval_learner_steps) / elapsed)
-        self.log.write(step, row)
-        extras = dict(step=step,
-                      learner_steps_per_s=row["learner_steps_per_s"])
-        if recent_returns:
-          extras["return"] = float(np.mean(recent_returns))
-        progress.update(self.actor.env_steps - progress.done, force=True,
-                        **extras)
-        window.clear()
-        episodes = []
-        interval_start, interval_env_steps = now, self.actor.env_steps
-        interval_learner_steps = step
+        log_row()
       if step % config.checkpoint_every == 0 or final:
         self.save()
+        last_saved = step
       if step % config.plot_every == 0 or final:
-        self.log.flush()
-        self.plot_learning_curve()
+        plot()
+    # Stopped while waiting for data: keep what the last updates did.
+    if step != last_logged:
+      log_row()
+    if step != last_saved:
+      self.save()
+    if step != last_plotted:
+      plot()
     self.log.flush()
-    if step == start_step:
-      print(f"training already reached its budget ({self.actor.env_steps:,} "
+    if step == start_step and not should_stop():
+      print(f"training already reached its budget ({self.env_steps_done:,} "
             f"of {config.env_steps:,} env steps) at learner step {step}",
             flush=True)
     progress.close()
@@ -319,10 +440,10 @@ class Trainer:
     curve = self.plot_learning_curve()
     return dict(
         workdir=self.workdir, learner_steps=step,
-        env_steps=self.actor.env_steps, episodes=int(self.episodes.numpy()),
+        env_steps=self.env_steps_done, episodes=int(self.episodes.numpy()),
         recent_return=(float(np.mean(recent_returns)) if recent_returns
                        else math.nan),
-        env_steps_per_s=(self.actor.env_steps - start_env_steps)
+        env_steps_per_s=(self.env_steps_done - start_env_steps)
         / max(elapsed, 1e-9),
         learner_steps_per_s=(step - start_step) / max(elapsed, 1e-9),
         learning_curve=curve)
