@@ -8,7 +8,9 @@ For each exported model (Buesing et al. 2018, Table 1):
     models), measured in the same run: each model rolls out the same number
     of primitive steps (a jumpy model takes horizon / c model steps) for the
     same batch, inside tf.function, without rendering unless the model must
-    render to step (AR, RAR); plus imagined transitions per second.
+    render to step (AR, RAR), timed round-robin across the models so a
+    changing load on the machine affects them alike; plus imagined
+    transitions per second.
 The comparison is only meaningful for models of one protocol and dataset;
 models whose observation shape differs from the dataset's are refused.
 """
@@ -19,7 +21,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -72,9 +74,9 @@ def held_out_log_likelihood(model: envmodels.EnvModel, test_dir: str, T: int,
   return total / count
 
 
-def rollout_seconds(model: envmodels.EnvModel, horizon: int, batch_size: int,
-                    repeats: int = 5) -> float:
-  """Median wall time of one rollout of `horizon` primitive steps."""
+def rollout_function(model: envmodels.EnvModel, horizon: int,
+                     batch_size: int) -> Callable[[], None]:
+  """A warmed-up callable that rolls out `horizon` primitive steps once."""
   spec = model.spec
   steps = max(1, horizon // spec.jump)
   rng = np.random.default_rng(0)
@@ -90,13 +92,28 @@ def rollout_seconds(model: envmodels.EnvModel, horizon: int, batch_size: int,
     out = model.rollout(state, actions)
     return out.features, out.rewards
 
-  tf.nest.map_structure(lambda t: t.numpy(), rollout(context, actions))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
+  def run() -> None:
     tf.nest.map_structure(lambda t: t.numpy(), rollout(context, actions))
-    times.append(time.perf_counter() - start)
-  return float(np.median(times))
+
+  run()  # trace and warm up
+  return run
+
+
+def rollout_seconds(models: Sequence[envmodels.EnvModel], horizon: int,
+                    batch_size: int, repeats: int = 10) -> List[float]:
+  """Median wall time of one rollout per model, timed round-robin.
+
+  Interleaving the models makes the ratios robust to load that changes
+  during the measurement (other processes on a shared machine).
+  """
+  functions = [rollout_function(m, horizon, batch_size) for m in models]
+  times: List[List[float]] = [[] for _ in models]
+  for _ in range(repeats):
+    for run, samples in zip(functions, times):
+      start = time.perf_counter()
+      run()
+      samples.append(time.perf_counter() - start)
+  return [float(np.median(t)) for t in times]
 
 
 def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
@@ -114,19 +131,21 @@ def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
           f"the dataset {data_dir} holds {shape}: evaluate models on the "
           "data (protocol) they were trained for.")
     models.append(model)
+  print(f"timing rollouts of {horizon} primitive steps, batch "
+        f"{rollout_batch}", flush=True)
+  seconds = rollout_seconds(models, horizon, rollout_batch)
   rows = []
-  for export, model in zip(exports, models):
+  for export, model, elapsed in zip(exports, models, seconds):
     spec = model.spec
     print(f"evaluating {model_label(spec)} ({export})", flush=True)
     ll = held_out_log_likelihood(model, test_dir, T, num_windows, batch_size)
-    seconds = rollout_seconds(model, horizon, rollout_batch)
     steps = max(1, horizon // spec.jump)
     rows.append(ModelRow(
         label=model_label(spec), export=os.path.abspath(export),
         kind=spec.kind, jump=spec.jump, log_likelihood_per_frame=ll,
-        improvement_over_vae=None, rollout_seconds=seconds,
+        improvement_over_vae=None, rollout_seconds=elapsed,
         relative_rollout_time=None,
-        imagined_transitions_per_s=rollout_batch * steps / seconds,
+        imagined_transitions_per_s=rollout_batch * steps / elapsed,
         parameters=int(sum(np.prod(v.shape) for v in model.variables
                            if v.dtype.is_floating))))
   vae = next((r for r in rows if r.kind == "vae"), None)
@@ -163,7 +182,8 @@ def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
   lines.append("")
   lines.append(f"Rollout time: {horizon} primitive steps for a batch of "
                f"{rollout_batch} (jumpy models take {horizon}/c model "
-               "steps), median of 5, in one run. Improvement over the VAE "
+               "steps), median of 10 timed round-robin across the models, in "
+               "one run. Improvement over the VAE "
                "baseline is compared only between models of the same jump.")
   return "\n".join(lines) + "\n"
 
