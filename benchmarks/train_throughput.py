@@ -52,9 +52,51 @@ class Row:
   setup: Optional[Callable[[str], Dict[str, Any]]] = None
 
 
+def envmodel_export(model_config_file: str, agent_config_file: str,
+                    preset: str) -> Callable[[str], Dict[str, Any]]:
+  """A Row.setup: exports a freshly initialised model of
+  `model_config_file`'s preset (kind, jump, context, sizes) for the agent
+  config's protocol. Throughput does not depend on the weights, so nothing
+  is pretrained; the model's architecture and compute are the real ones."""
+  def setup(tmpdir: str) -> Dict[str, Any]:
+    import envmodels  # pylint: disable=import-outside-toplevel
+    from i2a import pretraining, runs  # pylint: disable=import-outside-toplevel
+    module = importlib.import_module(
+        model_config_file[:-len(".py")].replace("/", "."))
+    agent = importlib.import_module(
+        agent_config_file[:-len(".py")].replace("/", "."))
+    config = module.get_config(preset)
+    protocol = runs.protocol_from_config(agent.get_config(preset))
+    spec = pretraining.model_spec(config, protocol)
+    model = envmodels.build(spec, seed=0, **config.model.to_dict())
+    model.create_variables()
+    return {"envmodel": envmodels.export(
+        model, os.path.join(tmpdir, f"{spec.kind}_export"))}
+  return setup
+
+
+_I2A = "configs/agents/i2a.py"
+# MsPacman 104x80, 5 actions; the `small` I2A: K = 5 rollouts (one per
+# action) of depth tau = 3 of a jumpy (c = 3) model, abstract imaginations.
+_DSSM_DET_SMALL = envmodel_export("configs/envmodels/dssm_det.py", _I2A,
+                                  "small")
+
 ROWS: Dict[str, Row] = {
     "a2c/minipacman": Row("configs/agents/a2c.py", "minipacman"),
     "a2c/mspacman": Row("configs/agents/a2c.py", "small"),
+    "i2a_distillation/mspacman": Row(_I2A, "small", setup=_DSSM_DET_SMALL),
+    "i2a_learning_to_query/mspacman": Row(
+        _I2A, "small", {"network.rollout_policy": "learning_to_query"},
+        setup=_DSSM_DET_SMALL),
+    "i2a_imagination_prior/mspacman": Row(
+        _I2A, "small", {"network.rollout_policy": "imagination_prior"},
+        setup=envmodel_export("configs/envmodels/sssm_action_free.py", _I2A,
+                              "small")),
+    "i2a_copy/mspacman": Row(_I2A, "small", {"network.model": "copy"},
+                             setup=_DSSM_DET_SMALL),
+    "i2a_pixels/mspacman": Row(_I2A, "small",
+                               {"network.imagination": "pixels"},
+                               setup=_DSSM_DET_SMALL),
 }
 
 

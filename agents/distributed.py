@@ -1,0 +1,575 @@
+"""The distributed mode's roles: Reverb server, actor and learner processes.
+
+Data flow (DESIGN.md, "train"; docs/distributed.md): the server process
+holds the tables; actor processes (`run_actor`, rank R) step their own
+environments with the same `Actor` as the embedded mode, write unrolls into
+the `unrolls` queue and the episodes they finish into `episodes`, and pull
+the learner's weights from `variables` (authenticated: agents/variables.py);
+the learner process (`run_learner`) runs the embedded mode's learner loop
+(agents/training.py `LearnerLoop`) without an actor: it owns the workdir,
+checkpoints and resumes exactly as `python -m i2a.train` does (minus the
+actor state: actors are stateless and reseed when they start).
+
+Rate limiting: `unrolls` is a bounded queue (config.queue_size): actors
+block when it is full, the learner blocks when it is empty. The learner's
+wait is cut into polls of `POLL_MS` so that it notices a stop request
+(SIGTERM) and writes its final checkpoint; the time it waits is measured,
+so the logs say how busy it is (`learner_utilisation`).
+
+`python -m i2a.launch` (i2a/launching.py) runs these roles as processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import ml_collections
+import numpy as np
+import reverb
+import tensorflow as tf
+import tree
+from absl import logging
+
+import envmodels
+from agents import builder, learning, training
+from agents import variables as variables_lib
+from agents.acting import Actor, Episode, unroll_signature
+from agents.base import ActorCriticNetwork
+from agents.variables import VariableClient, VariablePublisher
+from i2a import environments, io_utils, runs
+from i2a.progress import Progress
+from i2a.replay import tables
+
+EPISODES = "episodes"  # finished episodes, actors -> learner (for the logs)
+EPISODES_MAX_SIZE = 10_000
+POLL_MS = 1_000  # the learner checks for a stop request this often
+CONNECT_TIMEOUT_S = 120.0
+LEARNER_FILE = "learner.json"  # the learner's generation, host and pid
+
+
+# -- Tables --------------------------------------------------------------------
+
+def episodes_signature() -> Dict[str, tf.TensorSpec]:
+  return {
+      "episode_return": tf.TensorSpec([], tf.float32, "episode_return"),
+      "episode_length": tf.TensorSpec([], tf.int32, "episode_length"),
+      "terminated": tf.TensorSpec([], tf.bool, "terminated"),
+  }
+
+
+def episodes_table(max_size: int = EPISODES_MAX_SIZE) -> reverb.Table:
+  """Finished episodes: each read once; never blocks a writer (the oldest go)."""
+  return reverb.Table(
+      name=EPISODES, sampler=reverb.selectors.Fifo(),
+      remover=reverb.selectors.Fifo(), max_size=max_size,
+      max_times_sampled=1, rate_limiter=reverb.rate_limiters.MinSize(1),
+      signature=episodes_signature())
+
+
+class _Setup:
+  """What every role derives from the config: protocol, shapes, networks."""
+
+  def __init__(self, config: ml_collections.ConfigDict):
+    training.check_config(config)
+    builder.check_agent(config)
+    self.config = config
+    self.protocol = runs.protocol_from_config(config)
+    self.num_actions = environments.num_actions(self.protocol)
+    self.observation_shape = tuple(self.protocol.observation_shape)
+
+  def network(self, role: str, seed_offset: int = 0) -> ActorCriticNetwork:
+    """The network with its variables (role: learner or actor)."""
+    config, model = self.config, None
+    if config.envmodel:
+      seed = training.envmodel_seed(config, role) + 1_000 * seed_offset
+      if role == "learner":
+        model = builder.load_envmodel(config.envmodel, self.protocol,
+                                      self.num_actions, seed=seed)
+      else:
+        model = envmodels.load(config.envmodel, seed=seed)
+    network = builder.build_network(config, self.num_actions,
+                                    self.observation_shape, model)
+    builder.create_variables(network, self.observation_shape)
+    return network
+
+  def signatures(self, network: ActorCriticNetwork) -> Dict[str, Any]:
+    config = self.config
+    return {
+        tables.UNROLLS: unroll_signature(
+            config.unroll_length, config.context_length,
+            self.observation_shape, self.num_actions),
+        tables.VARIABLES: variables_lib.signature(
+            network.learnable_variables),
+        EPISODES: episodes_signature(),
+    }
+
+
+def server_tables(config: ml_collections.ConfigDict) -> List[reverb.Table]:
+  """The tables of the distributed mode's server for `config`."""
+  setup = _Setup(config)
+  signatures = setup.signatures(setup.network("learner"))
+  return [
+      tables.unrolls_table(signatures[tables.UNROLLS],
+                           max_size=config.queue_size),
+      tables.variables_table(signatures[tables.VARIABLES]),
+      episodes_table(),
+  ]
+
+
+def serve(config: ml_collections.ConfigDict, port: int,
+          stop: threading.Event) -> None:
+  """Runs the server on `port` (all interfaces) until `stop` is set."""
+  server = tables.start_server(server_tables(config), port=port)
+  print(f"Reverb server listening on port {server.port} (all interfaces, no "
+        f"authentication: docs/distributed.md); `{tables.UNROLLS}` queue of "
+        f"{config.queue_size} unrolls", flush=True)
+  try:
+    while not stop.wait(0.5):
+      pass
+  finally:
+    server.stop()
+
+
+def _leaves(structure) -> List[Tuple[Tuple[int, ...], str]]:
+  return [(tuple(s.shape.as_list()), tf.as_dtype(s.dtype).name)
+          for s in tree.flatten(structure)]
+
+
+def check_server_tables(client: reverb.Client, address: str,
+                        expected: Dict[str, Any]) -> None:
+  """ValueError unless the server has these tables with these signatures."""
+  info = client.server_info(timeout=30)
+  for name, signature in expected.items():
+    if name not in info:
+      raise ValueError(
+          f"the Reverb server at {address} has no table {name!r} (it has "
+          f"{sorted(info)}): start it with python -m i2a.launch "
+          "--role=server and the same --config.")
+    theirs = info[name].signature
+    if theirs is None or _leaves(theirs) != _leaves(signature):
+      raise ValueError(
+          f"the Reverb server at {address} holds a {name!r} table made for "
+          f"another config: {_leaves(theirs) if theirs else None} there, "
+          f"{_leaves(signature)} here. Start the server, the actors and the "
+          "learner with the same --config.")
+
+
+def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S,
+            stop: Optional[threading.Event] = None) -> reverb.Client:
+  """tables.connect, retried until `timeout_s` (the server may start later)."""
+  deadline = time.monotonic() + timeout_s
+  while True:
+    try:
+      return tables.connect(address, timeout_s=5)
+    except ConnectionError:
+      if time.monotonic() > deadline or (stop is not None and stop.is_set()):
+        raise
+      logging.info("waiting for the Reverb server at %s", address)
+      time.sleep(1.0)
+
+
+# -- Episodes, actors -> learner -------------------------------------------------
+
+class EpisodeWriter:
+  """An actor's finished episodes into the `episodes` table."""
+
+  def __init__(self, client: reverb.Client):
+    self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+
+  def write(self, episodes: List[Episode]) -> None:
+    for episode in episodes:
+      self._writer.append({
+          "episode_return": np.float32(episode.episode_return),
+          "episode_length": np.int32(episode.length),
+          "terminated": np.bool_(episode.terminated)})
+      self._writer.create_item(
+          EPISODES, priority=1.0,
+          trajectory={k: c[-1] for k, c in self._writer.history.items()})
+    if episodes:
+      self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
+
+
+def drain_episodes(client: reverb.Client,
+                   timeout_s: int = 30) -> List[Episode]:
+  """Every episode waiting in the `episodes` table (each is read once)."""
+  size = client.server_info(timeout=timeout_s)[EPISODES].current_size
+  if not size:
+    return []
+  names = sorted(episodes_signature())  # the flat order of an item
+  episodes = []
+  for sample in client.sample(EPISODES, num_samples=size,
+                              emit_timesteps=False):
+    item = dict(zip(names, sample.data))
+    episodes.append(Episode(float(item["episode_return"]),
+                            int(item["episode_length"]),
+                            bool(item["terminated"])))
+  return episodes
+
+
+# -- Stopping ------------------------------------------------------------------
+
+def stop_on_signals(stop: threading.Event) -> None:
+  """SIGINT and SIGTERM set `stop` (a second one ends the process at once)."""
+  def handler(signum, frame):
+    del frame
+    if stop.is_set():
+      signal.signal(signum, signal.SIG_DFL)
+      os.kill(os.getpid(), signum)
+    logging.info("signal %d: stopping", signum)
+    stop.set()
+  for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, handler)
+
+
+# -- Actor -----------------------------------------------------------------------
+
+def actor_seed(config: ml_collections.ConfigDict, rank: int) -> int:
+  """Actor `rank`'s seed: its env i is seeded actor_seed + i, disjoint ranks."""
+  return config.seed + rank * config.num_envs
+
+
+def wait_for_weights(variable_client: VariableClient,
+                     stop: threading.Event, retry_s: float = 1.0) -> None:
+  """Blocks until the client holds authentic weights (or `stop`)."""
+  while not stop.is_set():
+    if variable_client.update() or variable_client.learner_step >= 0:
+      return
+    time.sleep(retry_s)  # Refused: wait for the learner's next publish.
+
+
+def run_actor(config: ml_collections.ConfigDict, address: str, rank: int,
+              key: bytes, stop: Optional[threading.Event] = None,
+              log_every_s: float = 10.0,
+              connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Dict[str, Any]:
+  """Acts until `stop` (or for ever): weights in, unrolls and episodes out."""
+  stop = stop or threading.Event()
+  setup = _Setup(config)
+  seed = actor_seed(config, rank)
+  tf.random.set_seed(seed)
+  network = setup.network("actor", seed_offset=rank)
+  client = connect(address, connect_timeout_s, stop)
+  check_server_tables(client, address, setup.signatures(network))
+  variable_client = VariableClient(client, network.learnable_variables,
+                                   key=key)
+  actor = Actor(network,
+                environments.make_vector_env(setup.protocol, config.num_envs),
+                config.unroll_length, seed=seed, client=client,
+                variable_client=variable_client)
+  episodes = EpisodeWriter(client)
+  print(f"actor {rank}: seed {seed}, {config.num_envs} envs, waiting for "
+        f"the learner's weights at {address}", flush=True)
+  wait_for_weights(variable_client, stop)
+  progress = Progress(f"actor {rank}", None, "env steps",
+                      interval_s=log_every_s)
+  returns: List[float] = []
+  try:
+    while not stop.is_set():
+      _, finished = actor.unroll()
+      episodes.write(finished)
+      returns = (returns + [e.episode_return for e in finished])[-100:]
+      extras = dict(generation=variable_client.generation,
+                    weights_step=variable_client.learner_step,
+                    refusals=variable_client.refusals)
+      if returns:
+        extras["return"] = float(np.mean(returns))
+      progress.update(config.num_envs * config.unroll_length, **extras)
+  finally:
+    episodes.close()
+    actor.close()
+  return dict(env_steps=actor.env_steps, refusals=variable_client.refusals)
+
+
+# -- Learner -----------------------------------------------------------------------
+
+class LearnerTiming:
+  """Where the learner's time goes: waiting for data or updating."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self.wait_s = 0.0  # in the dataset, waiting for unrolls
+    self.step_s = 0.0  # in Learner.step (update + publish + the wait)
+    self.started = time.monotonic()
+    self._last = (self.started, 0.0, 0.0)
+
+  def add_wait(self, seconds: float) -> None:
+    with self._lock:
+      self.wait_s += seconds
+
+  def add_step(self, seconds: float) -> None:
+    with self._lock:
+      self.step_s += seconds
+
+  def interval(self) -> Dict[str, float]:
+    """Fractions of the wall time since the last call (logged columns)."""
+    with self._lock:
+      now, wait_s, step_s = time.monotonic(), self.wait_s, self.step_s
+    last_time, last_wait, last_step = self._last
+    self._last = (now, wait_s, step_s)
+    wall = max(now - last_time, 1e-9)
+    wait = wait_s - last_wait
+    return dict(learner_utilisation=max(step_s - last_step - wait, 0.0) / wall,
+                learner_data_wait=wait / wall)
+
+  def totals(self) -> Dict[str, float]:
+    with self._lock:
+      wall = max(time.monotonic() - self.started, 1e-9)
+      return dict(wall_s=wall, update_s=max(self.step_s - self.wait_s, 0.0),
+                  data_wait_s=self.wait_s)
+
+
+class BlockingCalls:
+  """The learner's Reverb calls that can block for ever: data, publishing.
+
+  A Reverb client whose server is gone blocks for ever. In both calls the
+  learner is between updates (waiting for the next batch, or publishing
+  the update just made), so another thread can checkpoint it: inside
+  `held_if_blocked` the blocked call cannot return.
+  """
+
+  DATA, PUBLISH = "data", "publish"
+
+  def __init__(self, timing: LearnerTiming):
+    self._timing = timing
+    self._lock = threading.Lock()
+    self._since: Dict[str, float] = {}
+
+  @contextlib.contextmanager
+  def blocking(self, what: str) -> Iterator[None]:
+    with self._lock:
+      self._since[what] = time.monotonic()
+    try:
+      yield
+    finally:
+      with self._lock:  # Held by `held_if_blocked`: the call stays here.
+        elapsed = time.monotonic() - self._since.pop(what)
+      if what == self.DATA:
+        self._timing.add_wait(elapsed)
+
+  def blocked_s(self, what: str) -> Optional[float]:
+    """How long the current `what` call has lasted; None if none."""
+    with self._lock:
+      since = self._since.get(what)
+    return None if since is None else time.monotonic() - since
+
+  @contextlib.contextmanager
+  def held_if_blocked(self) -> Iterator[bool]:
+    """Yields True if the learner is in a blocking call: it stays there."""
+    with self._lock:
+      yield bool(self._since)
+
+
+class InterruptibleBatches:
+  """Batches of unrolls (learning.unroll_dataset) that end when `stop` is set.
+
+  Each poll waits at most `poll_ms` for a batch; between polls the stop
+  request is checked, and a batch that arrives after it is dropped. The
+  waits are `calls.blocking(DATA)`.
+  """
+
+  def __init__(self, address: str, batch_size: int, stop: threading.Event,
+               calls: BlockingCalls, poll_ms: int = POLL_MS):
+    self._stop = stop
+    self._calls = calls
+    self._polled = learning.unroll_dataset(address, batch_size,
+                                           timeout_ms=poll_ms)
+    # The generator runs only when the learner asks for a batch (tf.data
+    # would prefetch one ahead and hide the learner's waits).
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    self.dataset = tf.data.Dataset.from_generator(
+        self._generate, output_signature=self._polled.element_spec
+    ).with_options(options)
+
+  def _generate(self):
+    while not self._stop.is_set():
+      with self._calls.blocking(BlockingCalls.DATA):
+        iterator = iter(self._polled)  # a fresh sampler after each timeout
+      while not self._stop.is_set():
+        with self._calls.blocking(BlockingCalls.DATA):
+          batch = next(iterator, None)  # None: no batch within poll_ms
+        if batch is None or self._stop.is_set():
+          break
+        yield tree.map_structure(lambda t: t.numpy(), batch)
+
+
+class GuardedPublisher:
+  """A VariablePublisher whose publish is a `calls.blocking(PUBLISH)`."""
+
+  def __init__(self, publisher: VariablePublisher, calls: BlockingCalls):
+    self.publisher = publisher
+    self._calls = calls
+
+  def publish(self, step: int) -> None:
+    with self._calls.blocking(BlockingCalls.PUBLISH):
+      self.publisher.publish(step)
+
+  def close(self) -> None:
+    self.publisher.close()
+
+
+def next_generation(workdir: str) -> int:
+  """A generation larger than every earlier learner's of this workdir.
+
+  Stored in WORKDIR/learner.json before the first publish; the wall clock
+  in nanoseconds keeps it growing even if the workdir was wiped.
+  """
+  path = os.path.join(workdir, LEARNER_FILE)
+  previous = 0
+  if os.path.exists(path):
+    try:
+      previous = int(io_utils.read_json(path)["generation"])
+    except (ValueError, KeyError, TypeError):
+      logging.warning("%s is unreadable: starting a new generation", path)
+  generation = max(previous + 1, time.time_ns())
+  io_utils.atomic_write_json(path, dict(
+      generation=generation, host=socket.gethostname(), pid=os.getpid(),
+      started=time.strftime("%Y-%m-%dT%H:%M:%S")))
+  return generation
+
+
+class DistributedLearner:
+  """The learner process's parts: network, Reverb, LearnerLoop (no actor)."""
+
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str,
+               address: str, key: bytes, stop: threading.Event, *,
+               connect_timeout_s: float = CONNECT_TIMEOUT_S,
+               poll_ms: int = POLL_MS):
+    self._stop = stop
+    setup = _Setup(config)
+    tf.random.set_seed(config.seed)
+    # Built (its envmodel loaded and checked) before the workdir is written.
+    network = setup.network("learner")
+    self.workdir = runs.prepare_workdir(workdir, config, setup.protocol,
+                                        ignore=training.RESUMABLE_FIELDS)
+    self.client = connect(address, connect_timeout_s, stop)
+    check_server_tables(self.client, address, setup.signatures(network))
+    self.generation = next_generation(self.workdir)
+    self.timing = LearnerTiming()
+    self.calls = BlockingCalls(self.timing)
+    self.publisher = GuardedPublisher(VariablePublisher(
+        self.client, network.learnable_variables, key=key,
+        generation=self.generation), self.calls)
+    self.batches = InterruptibleBatches(address, config.batch_size, stop,
+                                        self.calls, poll_ms)
+    self.learner = learning.Learner(
+        network, self.batches.dataset,
+        learning.rmsprop(config.optimizer.learning_rate,
+                         config.optimizer.decay, config.optimizer.epsilon),
+        discount=config.loss.discount, value_coef=config.loss.value_coef,
+        entropy_coef=config.loss.entropy_coef,
+        clip_norm=config.optimizer.clip_norm, publisher=self.publisher,
+        logger=lambda step, metrics: self.timing.add_step(
+            self.learner.last_step_time_s))
+    self.loop = training.LearnerLoop(
+        config, self.workdir, self.learner, episodes=self._episodes,
+        extra_metrics=self.timing.interval)
+    print(f"learner: generation {self.generation}, workdir {self.workdir}, "
+          f"server {address}", flush=True)
+
+  def _episodes(self) -> List[Episode]:
+    if self._stop.is_set():
+      return []  # Their server may be gone; they are only for the logs.
+    try:
+      return drain_episodes(self.client, timeout_s=5)
+    except (reverb.errors.DeadlineExceededError, tf.errors.OpError,
+            RuntimeError) as e:
+      logging.warning("could not read the actors' episodes (%s)", e)
+      return []
+
+  @property
+  def learner_step(self) -> int:
+    return int(self.learner.learner_step.numpy())
+
+  def train(self) -> Dict[str, Any]:
+    """Trains to config.env_steps or until `stop` (a final checkpoint)."""
+    summary = self.loop.train(should_stop=self._stop.is_set)
+    summary.update(self.timing.totals(), generation=self.generation,
+                   stopped=self._stop.is_set())
+    return summary
+
+  def checkpoint_if_blocked(self, exit_code: int = 0) -> bool:
+    """If the learner is blocked on Reverb: checkpoints it, ends the process.
+
+    Returns False (and does nothing) if it is not blocked.
+    """
+    with self.calls.held_if_blocked() as blocked:
+      if not blocked:
+        return False
+      step = self.learner_step
+      # What the updates so far consumed (a step that is publishing has not
+      # been counted by the loop yet).
+      config = self.loop.config
+      self.loop.env_steps.assign(step * config.batch_size *
+                                 config.unroll_length)
+      latest = self.loop.manager.latest_checkpoint
+      if latest is None or int(latest.rsplit("-", 1)[-1]) != step:
+        self.loop.save()
+      self.loop.log.flush()
+      print(f"learner stopped at learner step {step} while blocked on the "
+            "Reverb server (it may be gone); checkpoint written", flush=True)
+      sys.stderr.flush()
+      os._exit(exit_code)  # pylint: disable=protected-access  (see above)
+
+  def close(self) -> None:
+    self.publisher.close()
+
+
+def run_learner(config: ml_collections.ConfigDict, workdir: str,
+                address: str, key: bytes,
+                stop: Optional[threading.Event] = None, *,
+                connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                poll_ms: int = POLL_MS, stop_grace_s: float = 10.0,
+                warn_after_s: float = 60.0) -> Dict[str, Any]:
+  """The learner process: trains until the budget or `stop`.
+
+  Resumes from the workdir's newest complete checkpoint and writes a final
+  one when stopped. Training runs in a worker thread; this (main) thread
+  takes the signals, warns when no data comes for `warn_after_s`, and, if
+  the learner is still blocked on Reverb `stop_grace_s` after a stop
+  request (the server is gone), checkpoints it and ends the process itself.
+  Returns the loop's summary plus the learner's timing.
+  """
+  stop = stop or threading.Event()
+  learner = DistributedLearner(config, workdir, address, key, stop,
+                               connect_timeout_s=connect_timeout_s,
+                               poll_ms=poll_ms)
+  result: Dict[str, Any] = {}
+
+  def work():
+    try:
+      result["summary"] = learner.train()
+    except BaseException as e:  # pylint: disable=broad-except  (re-raised)
+      result["error"] = e
+
+  worker = threading.Thread(target=work, name="learner", daemon=True)
+  worker.start()
+  stop_requested_at, last_warning = None, time.monotonic()
+  while worker.is_alive():
+    worker.join(0.5)
+    now = time.monotonic()
+    if stop.is_set():
+      stop_requested_at = stop_requested_at or now
+      if now - stop_requested_at > stop_grace_s:
+        learner.checkpoint_if_blocked()
+      continue
+    waiting = learner.calls.blocked_s(BlockingCalls.DATA)
+    if waiting is not None and waiting > warn_after_s \
+        and now - last_warning > warn_after_s:
+      last_warning = now
+      print(f"learner: no unrolls for {waiting:.0f}s at learner step "
+            f"{learner.learner_step}: are the actors running, and is the "
+            f"Reverb server at {address} up?", flush=True)
+  learner.close()
+  if "error" in result:
+    raise result["error"]
+  return result["summary"]
