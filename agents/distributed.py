@@ -11,10 +11,17 @@ checkpoints and resumes exactly as `python -m i2a.train` does (minus the
 actor state: actors are stateless and reseed when they start).
 
 Rate limiting: `unrolls` is a bounded queue (config.queue_size): actors
-block when it is full, the learner blocks when it is empty. The learner's
-wait is cut into polls of `POLL_MS` so that it notices a stop request
-(SIGTERM) and writes its final checkpoint; the time it waits is measured,
-so the logs say how busy it is (`learner_utilisation`).
+block when it is full, the learner blocks when it is empty. The time the
+learner waits is measured, so the logs say how busy it is
+(`learner_utilisation`, `learner_data_wait`).
+
+Stopping (SIGTERM): the learner trains in a worker thread while the main
+thread takes the signals. An update in progress finishes and the loop
+writes its final checkpoint; a learner waiting for data is parked there
+(between updates) and the main thread checkpoints it, as it does after
+`stop_grace_s` for a learner blocked publishing to a server that is gone
+(a Reverb client then blocks for ever). Either way the last update is
+saved.
 
 `python -m i2a.launch` (i2a/launching.py) runs these roles as processes.
 """
@@ -49,7 +56,6 @@ from i2a.replay import tables
 
 EPISODES = "episodes"  # finished episodes, actors -> learner (for the logs)
 EPISODES_MAX_SIZE = 10_000
-POLL_MS = 1_000  # the learner checks for a stop request this often
 CONNECT_TIMEOUT_S = 120.0
 LEARNER_FILE = "learner.json"  # the learner's generation, host and pid
 
@@ -218,17 +224,39 @@ def drain_episodes(client: reverb.Client,
 
 # -- Stopping ------------------------------------------------------------------
 
-def stop_on_signals(stop: threading.Event) -> None:
-  """SIGINT and SIGTERM set `stop` (a second one ends the process at once)."""
+def stop_on_signals(stop: threading.Event, hurry_after_s: float = 2.0) -> None:
+  """SIGINT and SIGTERM set `stop`; another one `hurry_after_s` later ends
+  the process at once.
+
+  (Signals closer together count as one: the kernel can deliver a dying
+  launcher's PR_SET_PDEATHSIG more than once, as its threads go.)
+  """
+  first: List[float] = []
+
   def handler(signum, frame):
     del frame
-    if stop.is_set():
+    now = time.monotonic()
+    if first and now - first[0] >= hurry_after_s:
       signal.signal(signum, signal.SIG_DFL)
       os.kill(os.getpid(), signum)
-    logging.info("signal %d: stopping", signum)
+    if not first:
+      first.append(now)
+      logging.info("signal %d: stopping", signum)
     stop.set()
+
   for signum in (signal.SIGINT, signal.SIGTERM):
     signal.signal(signum, handler)
+
+
+def call_within(function, timeout_s: float) -> bool:
+  """Runs `function` in a daemon thread; False if it did not return in time.
+
+  For Reverb calls that block for ever once their server is gone.
+  """
+  worker = threading.Thread(target=function, daemon=True)
+  worker.start()
+  worker.join(timeout_s)
+  return not worker.is_alive()
 
 
 # -- Actor -----------------------------------------------------------------------
@@ -362,44 +390,48 @@ class BlockingCalls:
     return None if since is None else time.monotonic() - since
 
   @contextlib.contextmanager
-  def held_if_blocked(self) -> Iterator[bool]:
-    """Yields True if the learner is in a blocking call: it stays there."""
+  def held_if_blocked(self, kinds: Tuple[str, ...] = (DATA, PUBLISH)
+                      ) -> Iterator[List[str]]:
+    """Yields the `kinds` of calls the learner is blocked in (it stays)."""
     with self._lock:
-      yield bool(self._since)
+      yield [what for what in kinds if what in self._since]
 
 
-class InterruptibleBatches:
-  """Batches of unrolls (learning.unroll_dataset) that end when `stop` is set.
+class LearnerBatches:
+  """Batches of unrolls (learning.unroll_dataset) whose waits are measured.
 
-  Each poll waits at most `poll_ms` for a batch; between polls the stop
-  request is checked, and a batch that arrives after it is dropped. The
-  waits are `calls.blocking(DATA)`.
+  The learner asks for a batch, this waits for it as a
+  `calls.blocking(DATA)` (the dataset runs only when asked: tf.data would
+  prefetch one ahead and hide the learner's waits). Once `stop` is set it
+  hands out no more batches: it parks the learner in that wait, between
+  updates, where its process checkpoints it and ends
+  (`DistributedLearner.checkpoint_if_blocked`).
   """
 
   def __init__(self, address: str, batch_size: int, stop: threading.Event,
-               calls: BlockingCalls, poll_ms: int = POLL_MS):
+               calls: BlockingCalls):
     self._stop = stop
     self._calls = calls
-    self._polled = learning.unroll_dataset(address, batch_size,
-                                           timeout_ms=poll_ms)
-    # The generator runs only when the learner asks for a batch (tf.data
-    # would prefetch one ahead and hide the learner's waits).
+    self._unrolls = learning.unroll_dataset(address, batch_size)
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     self.dataset = tf.data.Dataset.from_generator(
-        self._generate, output_signature=self._polled.element_spec
+        self._generate, output_signature=self._unrolls.element_spec
     ).with_options(options)
 
+  def _park_if_stopped(self) -> None:
+    if self._stop.is_set():
+      threading.Event().wait()  # Until the process ends.
+
   def _generate(self):
-    while not self._stop.is_set():
+    with self._calls.blocking(BlockingCalls.DATA):
+      iterator = iter(self._unrolls)
+      self._park_if_stopped()
+    while True:
       with self._calls.blocking(BlockingCalls.DATA):
-        iterator = iter(self._polled)  # a fresh sampler after each timeout
-      while not self._stop.is_set():
-        with self._calls.blocking(BlockingCalls.DATA):
-          batch = next(iterator, None)  # None: no batch within poll_ms
-        if batch is None or self._stop.is_set():
-          break
-        yield tree.map_structure(lambda t: t.numpy(), batch)
+        batch = next(iterator)
+        self._park_if_stopped()
+      yield tree.map_structure(lambda t: t.numpy(), batch)
 
 
 class GuardedPublisher:
@@ -442,8 +474,7 @@ class DistributedLearner:
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str,
                address: str, key: bytes, stop: threading.Event, *,
-               connect_timeout_s: float = CONNECT_TIMEOUT_S,
-               poll_ms: int = POLL_MS):
+               connect_timeout_s: float = CONNECT_TIMEOUT_S):
     self._stop = stop
     setup = _Setup(config)
     tf.random.set_seed(config.seed)
@@ -459,8 +490,8 @@ class DistributedLearner:
     self.publisher = GuardedPublisher(VariablePublisher(
         self.client, network.learnable_variables, key=key,
         generation=self.generation), self.calls)
-    self.batches = InterruptibleBatches(address, config.batch_size, stop,
-                                        self.calls, poll_ms)
+    self.batches = LearnerBatches(address, config.batch_size, stop,
+                                  self.calls)
     self.learner = learning.Learner(
         network, self.batches.dataset,
         learning.rmsprop(config.optimizer.learning_rate,
@@ -497,12 +528,14 @@ class DistributedLearner:
                    stopped=self._stop.is_set())
     return summary
 
-  def checkpoint_if_blocked(self, exit_code: int = 0) -> bool:
-    """If the learner is blocked on Reverb: checkpoints it, ends the process.
+  def checkpoint_if_blocked(self, kinds: Tuple[str, ...] = (
+      BlockingCalls.DATA, BlockingCalls.PUBLISH), exit_code: int = 0) -> bool:
+    """If the learner is blocked in one of `kinds` of Reverb calls:
+    checkpoints it and ends the process.
 
-    Returns False (and does nothing) if it is not blocked.
+    Returns False (and does nothing) if it is not blocked so.
     """
-    with self.calls.held_if_blocked() as blocked:
+    with self.calls.held_if_blocked(kinds) as blocked:
       if not blocked:
         return False
       step = self.learner_step
@@ -515,8 +548,9 @@ class DistributedLearner:
       if latest is None or int(latest.rsplit("-", 1)[-1]) != step:
         self.loop.save()
       self.loop.log.flush()
-      print(f"learner stopped at learner step {step} while blocked on the "
-            "Reverb server (it may be gone); checkpoint written", flush=True)
+      print(f"learner stopped at learner step {step} "
+            f"({int(self.loop.env_steps.numpy()):,} env steps), blocked "
+            f"{' and '.join(blocked)}; checkpoint written", flush=True)
       sys.stderr.flush()
       os._exit(exit_code)  # pylint: disable=protected-access  (see above)
 
@@ -528,21 +562,21 @@ def run_learner(config: ml_collections.ConfigDict, workdir: str,
                 address: str, key: bytes,
                 stop: Optional[threading.Event] = None, *,
                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                poll_ms: int = POLL_MS, stop_grace_s: float = 10.0,
+                stop_grace_s: float = 10.0,
                 warn_after_s: float = 60.0) -> Dict[str, Any]:
   """The learner process: trains until the budget or `stop`.
 
   Resumes from the workdir's newest complete checkpoint and writes a final
   one when stopped. Training runs in a worker thread; this (main) thread
-  takes the signals, warns when no data comes for `warn_after_s`, and, if
-  the learner is still blocked on Reverb `stop_grace_s` after a stop
-  request (the server is gone), checkpoints it and ends the process itself.
-  Returns the loop's summary plus the learner's timing.
+  takes the signals and warns when no data comes for `warn_after_s`. After
+  a stop request it checkpoints a learner parked waiting for data, and one
+  still blocked publishing `stop_grace_s` later, and ends the process
+  itself (module docstring). Otherwise returns the loop's summary plus the
+  learner's timing.
   """
   stop = stop or threading.Event()
   learner = DistributedLearner(config, workdir, address, key, stop,
-                               connect_timeout_s=connect_timeout_s,
-                               poll_ms=poll_ms)
+                               connect_timeout_s=connect_timeout_s)
   result: Dict[str, Any] = {}
 
   def work():
@@ -559,6 +593,9 @@ def run_learner(config: ml_collections.ConfigDict, workdir: str,
     now = time.monotonic()
     if stop.is_set():
       stop_requested_at = stop_requested_at or now
+      # Waiting for data, it is parked for good; publishing, its server
+      # may be gone (a Reverb client then blocks for ever).
+      learner.checkpoint_if_blocked((BlockingCalls.DATA,))
       if now - stop_requested_at > stop_grace_s:
         learner.checkpoint_if_blocked()
       continue
@@ -569,7 +606,9 @@ def run_learner(config: ml_collections.ConfigDict, workdir: str,
       print(f"learner: no unrolls for {waiting:.0f}s at learner step "
             f"{learner.learner_step}: are the actors running, and is the "
             f"Reverb server at {address} up?", flush=True)
-  learner.close()
+  if not call_within(learner.close, 5.0):
+    logging.warning("the Reverb server did not answer the learner's last "
+                    "close (it may be gone)")
   if "error" in result:
     raise result["error"]
   return result["summary"]

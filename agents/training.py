@@ -183,7 +183,8 @@ class LearnerLoop:
   `episodes()` returns the episodes they finished (read at each log), the
   env-step counter advances by what each update consumes (batch_size *
   unroll_length), and `should_stop()` ends the run early with a final log
-  and checkpoint.
+  and checkpoint (a learner that waits for data when asked to stop is
+  checkpointed by its process instead: agents/distributed.py).
   """
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str,
@@ -335,9 +336,8 @@ class LearnerLoop:
             ) -> Dict[str, Any]:
     """Trains to config.env_steps (resuming) or until `should_stop()`.
 
-    A stop request that arrives while the learner waits for data ends the
-    dataset (agents/distributed.py), so that wait raises; the loop then
-    logs, checkpoints and plots what it has not yet, and returns.
+    `should_stop()` is checked after each update: the update that sees it
+    is logged, checkpointed and plotted as the last.
     """
     config = self.config
     start_step = self.restore()
@@ -353,83 +353,59 @@ class LearnerLoop:
     start_env_steps = self.env_steps_done
     interval_start, interval_env_steps = started, self.env_steps_done
     interval_learner_steps = start_step
-    step = last_logged = last_saved = last_plotted = start_step
+    step = start_step
 
     def add_episodes(finished: List[Episode]) -> None:
       episodes.extend(finished)
       recent_returns.extend(e.episode_return for e in finished)
       self.episodes.assign_add(len(finished))
 
-    def log_row() -> None:
-      nonlocal episodes, interval_start, interval_env_steps
-      nonlocal interval_learner_steps, last_logged
-      if self._drain_episodes is not None:
-        add_episodes(self._drain_episodes())
-      now = time.monotonic()
-      elapsed = max(now - interval_start, 1e-9)
-      row = {k: float(np.mean(v)) for k, v in window.items()}
-      row.update(
-          env_steps=self.env_steps_done,
-          episodes=int(self.episodes.numpy()),
-          episode_return=(float(np.mean([e.episode_return
-                                         for e in episodes]))
-                          if episodes else math.nan),
-          episode_length=(float(np.mean([e.length for e in episodes]))
-                          if episodes else math.nan),
-          env_steps_per_s=(self.env_steps_done - interval_env_steps)
-          / elapsed,
-          learner_steps_per_s=(step - interval_learner_steps) / elapsed)
-      if self._extra_metrics is not None:
-        row.update(self._extra_metrics())
-      self.log.write(step, row)
-      extras = dict(step=step, learner_steps_per_s=row["learner_steps_per_s"])
-      if recent_returns:
-        extras["return"] = float(np.mean(recent_returns))
-      progress.update(self.env_steps_done - progress.done, force=True,
-                      **extras)
-      window.clear()
-      episodes = []
-      interval_start, interval_env_steps = now, self.env_steps_done
-      interval_learner_steps = step
-      last_logged = step
-
-    def plot() -> None:
-      nonlocal last_plotted
-      self.log.flush()
-      self.plot_learning_curve()
-      last_plotted = step
-
     while self.env_steps_done < config.env_steps and not should_stop():
       if self.actor is not None:
         for _ in range(unrolls_per_update):
           _, finished = self.actor.unroll()
           add_episodes(finished)
-      try:
-        metrics = self.learner.step()
-      except RuntimeError:
-        if should_stop():
-          break  # The stop request ended the wait for data.
-        raise
+      for key, value in self.learner.step().items():
+        window[key].append(value)
       if self.actor is None:
         self.env_steps.assign_add(env_steps_per_update)
-      for key, value in metrics.items():
-        window[key].append(value)
       step = int(self.learner.learner_step.numpy())
       final = self.env_steps_done >= config.env_steps or should_stop()
       if step % config.log_every == 0 or final:
-        log_row()
+        if self._drain_episodes is not None:
+          add_episodes(self._drain_episodes())
+        now = time.monotonic()
+        elapsed = max(now - interval_start, 1e-9)
+        row = {k: float(np.mean(v)) for k, v in window.items()}
+        row.update(
+            env_steps=self.env_steps_done,
+            episodes=int(self.episodes.numpy()),
+            episode_return=(float(np.mean([e.episode_return
+                                           for e in episodes]))
+                            if episodes else math.nan),
+            episode_length=(float(np.mean([e.length for e in episodes]))
+                            if episodes else math.nan),
+            env_steps_per_s=(self.env_steps_done - interval_env_steps)
+            / elapsed,
+            learner_steps_per_s=(step - interval_learner_steps) / elapsed)
+        if self._extra_metrics is not None:
+          row.update(self._extra_metrics())
+        self.log.write(step, row)
+        extras = dict(step=step,
+                      learner_steps_per_s=row["learner_steps_per_s"])
+        if recent_returns:
+          extras["return"] = float(np.mean(recent_returns))
+        progress.update(self.env_steps_done - progress.done, force=True,
+                        **extras)
+        window.clear()
+        episodes = []
+        interval_start, interval_env_steps = now, self.env_steps_done
+        interval_learner_steps = step
       if step % config.checkpoint_every == 0 or final:
         self.save()
-        last_saved = step
       if step % config.plot_every == 0 or final:
-        plot()
-    # Stopped while waiting for data: keep what the last updates did.
-    if step != last_logged:
-      log_row()
-    if step != last_saved:
-      self.save()
-    if step != last_plotted:
-      plot()
+        self.log.flush()
+        self.plot_learning_curve()
     self.log.flush()
     if step == start_step and not should_stop():
       print(f"training already reached its budget ({self.env_steps_done:,} "

@@ -20,15 +20,17 @@ Writes benchmarks/results/i2a_curves.png (mean training episode return per
 logging interval vs environment steps, i2a.pictures.line_plot, the random
 policy as a flat line), i2a_curves.json and i2a_curves.md.
 
-  PYTHONPATH=. python benchmarks/i2a_curves.py [--env_steps 80000]
+  PYTHONPATH=. python benchmarks/i2a_curves.py [--env_steps 64000]
       [--pretrain_steps 500] [--collect_steps 20000] [--episodes 50]
       [--workdir DIR (kept; default: a temporary directory)]
 
-Budget: the defaults fit about 25 minutes of wall time on the 2-core
-development machine shared with other runs (measured throughput there:
-A2C ~1,900 env steps/s, I2A copy ~430, distillation ~330,
+Budget: the defaults (64k env steps = 800 updates per agent, 500
+pretraining steps per model, 50 evaluation episodes) fit about 25 minutes
+of wall time on the 2-core development machine shared with other runs,
+from throughput measured there first with short runs (load average 4-6):
+A2C ~1,300-1,900 env steps/s, I2A copy ~430, distillation ~330,
 learning-to-query ~290, imagination prior ~180; pretraining ~1.5 min for
-the dSSM-DET, ~2.5 min for the sSSM).
+the dSSM-DET, ~3 min for the sSSM; evaluation ~0.5 min per agent.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def train(name: str, exports: Dict[str, str], workdir: str, env_steps: int,
   module, overrides, model = AGENTS[name]
   config = module.get_config("minipacman")
   config.env_steps = env_steps
-  config.log_every = 50  # 4,000 env steps per point of the curve
+  config.log_every = 40  # 3,200 env steps per point of the curve
   config.plot_every = config.checkpoint_every = 10 ** 9  # at the end only
   if model:
     config.envmodel = exports[model]
@@ -134,12 +136,15 @@ def train(name: str, exports: Dict[str, str], workdir: str, env_steps: int,
   steps = read_column(metrics, "env_steps")
   returns = read_column(metrics, "episode_return")
   last = returns[steps > 0.8 * env_steps]  # the last fifth of the budget
+  rates = read_column(metrics, "env_steps_per_s")  # per logging interval
+  steady = rates[1:] if len(rates) > 1 else rates  # the first one traces
   return dict(
       config=f"{module.__name__.replace('.', '/')}.py:minipacman",
       overrides=overrides, envmodel=model or None,
       env_steps=summary["env_steps"], learner_steps=summary["learner_steps"],
       episodes=summary["episodes"], train_wall_s=train_s,
       env_steps_per_s=summary["env_steps_per_s"],
+      steady_env_steps_per_s=float(np.median(steady)),
       final_training_return=float(np.nanmean(last)),
       eval_mean=scores["mean"], eval_std=scores["std"],
       eval_stderr=scores["std"] / np.sqrt(len(scores["returns"])),
@@ -198,10 +203,12 @@ def write_results(report: Dict[str, Any]) -> None:
       "",
       f"Final numbers: training return = mean episode return over the last "
       f"fifth of the budget; evaluation = {b['episodes']} episodes "
-      "(sampled actions, evaluate()'s seeds), mean +- standard error.",
+      "(sampled actions, evaluate()'s seeds), mean +- standard error; env "
+      "steps/s: median over logging intervals after the first (tracing), "
+      "while sharing the machine.",
       "",
       "| agent | training return (last fifth) | evaluation return | "
-      "eval episode length | env steps/s | train wall s |",
+      "eval episode length | env steps/s (steady) | train wall s |",
       "|---|---|---|---|---|---|",
       f"| uniform random | - | {random['mean']:.2f} +- "
       f"{random['stderr']:.2f} | - | - | - |",
@@ -210,7 +217,7 @@ def write_results(report: Dict[str, Any]) -> None:
     lines.append(
         f"| {name} | {r['final_training_return']:.2f} | "
         f"{r['eval_mean']:.2f} +- {r['eval_stderr']:.2f} | "
-        f"{r['eval_mean_length']:.0f} | {r['env_steps_per_s']:,.0f} | "
+        f"{r['eval_mean_length']:.0f} | {r['steady_env_steps_per_s']:,.0f} | "
         f"{r['train_wall_s']:.0f} |")
   lines += ["", "![curves](i2a_curves.png)", ""]
   with open(os.path.join(RESULTS, "i2a_curves.md"), "w") as f:
@@ -220,7 +227,7 @@ def write_results(report: Dict[str, Any]) -> None:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--env_steps", type=int, default=80_000)
+  parser.add_argument("--env_steps", type=int, default=64_000)
   parser.add_argument("--pretrain_steps", type=int, default=500)
   parser.add_argument("--collect_steps", type=int, default=20_000)
   parser.add_argument("--episodes", type=int, default=50)

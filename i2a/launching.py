@@ -26,8 +26,8 @@ across restarts) and are echoed here with a [NAME] prefix;
 WORKDIR/logs/processes.json (written atomically) says who runs as which
 pid and how often each was restarted.
 
-This module imports no TensorFlow of its own: the launcher only starts
-and watches processes.
+The launcher itself runs no TensorFlow: it only starts and watches
+processes.
 """
 
 from __future__ import annotations
@@ -236,7 +236,9 @@ class Launcher:
         processes={c.name: dict(
             role=c.role, pid=c.popen.pid if c.popen else None,
             running=c.running, restarts=c.restarts,
-            exit_codes=c.exit_codes) for c in self.children}))
+            exit_codes=c.exit_codes,  # exits seen while supervising
+            returncode=c.popen.returncode if c.popen else None)
+                   for c in self.children}))
 
   def _echo_logs(self) -> None:
     for echo in self._echoes.values():

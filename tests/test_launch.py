@@ -224,6 +224,14 @@ def _latest_checkpoint_step(workdir):
   return int(latest.rsplit("-", 1)[-1]) if latest else 0
 
 
+def _stopped_step(workdir):
+  """The step of the learner's last 'learner stopped at learner step N'."""
+  log = _tail(os.path.join(workdir, "logs", "learner.log"), 100_000)
+  marker = "learner stopped at learner step "
+  assert marker in log, log[-3000:]
+  return int(log.rsplit(marker, 1)[1].split()[0])
+
+
 def _alive(pid):
   try:
     with open(f"/proc/{pid}/stat") as f:
@@ -280,11 +288,9 @@ def test_a_launch_trains_survives_an_actor_kill_and_stops_cleanly(tmp_path):
   for process in _processes(workdir).values():
     assert not _alive(process["pid"])
   # The learner's final checkpoint holds its last step.
-  last = _last_step(workdir)
-  assert last >= killed_at + 30
-  assert _latest_checkpoint_step(workdir) == last
-  assert f"learner stopped at learner step {last}" in _tail(
-      os.path.join(workdir, "logs", "learner.log"))
+  stopped_at = _stopped_step(workdir)
+  assert stopped_at >= _last_step(workdir) >= killed_at + 30
+  assert _latest_checkpoint_step(workdir) == stopped_at
   for name in ("config.json", "protocol.json", "learner.json"):
     assert os.path.exists(os.path.join(workdir, name)), name
   assert not [n for n in os.listdir(os.path.join(workdir, "checkpoints"))
@@ -351,8 +357,10 @@ def test_roles_started_alone_train_together_and_survive_a_learner_restart(
     assert learner.poll() is None and actor.poll() is None
     learner.send_signal(signal.SIGTERM)  # a final checkpoint, then exit
     assert learner.wait(timeout=60) == 0, _tail(out["learner"])
-    stopped_at = _last_step(workdir)
+    marker = "learner stopped at learner step "
+    stopped_at = int(_tail(out["learner"]).rsplit(marker, 1)[1].split()[0])
     assert _latest_checkpoint_step(workdir) == stopped_at
+    assert stopped_at >= _last_step(workdir)
     generation = io_utils.read_json(os.path.join(
         workdir, "learner.json"))["generation"]
     learner = _start(TINY + ["--role=learner", address,
@@ -394,8 +402,4 @@ def test_children_outlive_no_launcher_killed_with_sigkill(tmp_path):
   # is gone too, checkpoints where it is blocked and exits.
   _wait_for(lambda: not _descendants_of_launcher(launch.pid), 60,
             "the children to exit", output)
-  learner_log = _tail(os.path.join(workdir, "logs", "learner.log"))
-  assert "learner stopped at learner step" in learner_log
-  step = int(learner_log.split("learner stopped at learner step ")[1]
-             .split()[0])
-  assert _latest_checkpoint_step(workdir) == step
+  assert _latest_checkpoint_step(workdir) == _stopped_step(workdir)
