@@ -107,6 +107,28 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
   return episode_return, length, frames
 
 
+def uniform_random_returns(protocol: environments.Protocol, episodes: int,
+                           seed: int = 0) -> List[float]:
+  """The uniform random policy's returns on `evaluate`'s episode seeds: the
+  baseline that learning checks and benchmarks compare agents against."""
+  env = environments.make_env(protocol)
+  rng = np.random.default_rng(seed)
+  returns = []
+  try:
+    for i in range(episodes):
+      env.reset(seed=EVAL_SEED + seed + i)
+      total, done = 0.0, False
+      while not done:
+        _, reward, terminated, truncated, _ = env.step(
+            int(rng.integers(env.action_space.n)))
+        total += float(reward)
+        done = terminated or truncated
+      returns.append(total)
+  finally:
+    env.close()
+  return returns
+
+
 def evaluate(workdir: str, episodes: Optional[int] = None,
              greedy: bool = False, seed: int = 0, envmodel: str = "",
              video_frames: int = 400) -> Dict[str, Any]:

@@ -233,24 +233,6 @@ def test_the_binaries_train_and_evaluate(trained, tmp_path):
   assert scores["episodes"] == 2 and scores["seeds"][0] == 10_000_007
 
 
-def _random_policy_mean_return(protocol, episodes, seed=0):
-  """The uniform random policy's mean return on evaluate()'s episode seeds."""
-  env = environments.make_env(protocol)
-  rng = np.random.default_rng(seed)
-  returns = []
-  for i in range(episodes):
-    env.reset(seed=evaluation.EVAL_SEED + seed + i)
-    total, done = 0.0, False
-    while not done:
-      _, reward, terminated, truncated, _ = env.step(
-          int(rng.integers(env.action_space.n)))
-      total += reward
-      done = terminated or truncated
-    returns.append(total)
-  env.close()
-  return float(np.mean(returns))
-
-
 @pytest.mark.slow
 def test_a2c_beats_the_random_policy_on_minipacman_avoid(tmp_path):
   """A2C (minipacman preset: 16 envs x 5 steps, lr 2e-3, entropy 0.03)
@@ -264,8 +246,8 @@ def test_a2c_beats_the_random_policy_on_minipacman_avoid(tmp_path):
   config.env_steps = 240_000
   config.log_every = 250
   workdir = str(tmp_path / "a2c")
-  random_mean = _random_policy_mean_return(runs.protocol_from_config(config),
-                                           100)
+  random_mean = np.mean(evaluation.uniform_random_returns(
+      runs.protocol_from_config(config), 100))
   summary = training.run(config, workdir)
   scores = evaluation.evaluate(workdir, episodes=100)
   print(f"random {random_mean:.2f}, A2C {scores['mean']:.2f} "
