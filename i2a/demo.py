@@ -16,6 +16,7 @@ own resume logic):
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -155,7 +156,7 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       "## Data", "",
       f"{manifest['steps']:,} train steps in {manifest['episodes']} "
       f"episodes, random policy, protocol:", "",
-      "```json", json_dumps(protocol), "```", "",
+      "```json", json.dumps(protocol, indent=2, sort_keys=True), "```", "",
       "## Environment models (Buesing et al. 2018, Table 1 form)", "",
       f"Each trained for {config.pretrain_steps} steps of batch "
       f"{config.pretrain_batch_size}.", "", table, "",
@@ -181,11 +182,6 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
   path = os.path.join(workdir, "report.md")
   io_utils.atomic_write_text(path, "\n".join(lines) + "\n")
   return path
-
-
-def json_dumps(data) -> str:
-  import json  # pylint: disable=import-outside-toplevel
-  return json.dumps(data, indent=2, sort_keys=True)
 
 
 def main(argv):

@@ -388,7 +388,7 @@ def test_roles_started_alone_train_together_and_survive_a_learner_restart(
 
 
 @pytest.mark.slow
-def test_children_outlive_no_launcher_killed_with_sigkill(tmp_path):
+def test_no_child_outlives_a_launcher_killed_with_sigkill(tmp_path):
   workdir, output = str(tmp_path / "run"), str(tmp_path / "launch.out")
   launch = _start(TINY + [f"--workdir={workdir}", "--num_actors=1"], output,
                   _env())
