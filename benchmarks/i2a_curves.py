@@ -57,7 +57,7 @@ from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
 from configs.envmodels import sssm_action_free as sssm_config
-from i2a import collection, environments, pictures, pretraining, runs
+from i2a import collection, pictures, pretraining, runs
 from i2a.metrics import read_column
 
 RESULTS = os.path.join(HERE, "results")
@@ -81,24 +81,6 @@ def _set(config, key: str, value: Any) -> None:
   for parent in parents:
     config = config[parent]
   config[leaf] = value
-
-
-def random_policy_returns(protocol, episodes: int, seed: int = 0):
-  """The uniform random policy on evaluate()'s episode seeds."""
-  env = environments.make_env(protocol)
-  rng = np.random.default_rng(seed)
-  returns = []
-  for i in range(episodes):
-    env.reset(seed=evaluation.EVAL_SEED + seed + i)
-    total, done = 0.0, False
-    while not done:
-      _, reward, terminated, truncated, _ = env.step(
-          int(rng.integers(env.action_space.n)))
-      total += reward
-      done = terminated or truncated
-    returns.append(total)
-  env.close()
-  return returns
 
 
 def pretrain(module, data: str, workdir: str, steps: int) -> Dict[str, Any]:
@@ -260,7 +242,7 @@ def main() -> None:
                                 args.pretrain_steps)
     exports = {kind: m["export"] for kind, m in models.items()}
     protocol = runs.protocol_from_config(a2c_config.get_config("minipacman"))
-    returns = random_policy_returns(protocol, args.episodes)
+    returns = evaluation.uniform_random_returns(protocol, args.episodes)
     agents = {}
     for name in names:
       print(f"training {name} ...", file=sys.stderr, flush=True)

@@ -25,7 +25,7 @@ from agents import evaluation, training
 from configs import collect as collect_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
-from i2a import collection, environments, pretraining, runs
+from i2a import collection, pretraining, runs
 from i2a.metrics import read_column
 from i2a.replay import datasets, files
 
@@ -33,25 +33,6 @@ PRETRAIN_STEPS = 500
 ENV_STEPS = 100_000
 EPISODES = 100
 MARGIN = 1.5
-
-
-def _random_policy_mean_return(protocol, episodes, seed=0):
-  """The uniform random policy's mean return on evaluate()'s episode seeds
-  (as tests/agents/test_training.py computes it)."""
-  env = environments.make_env(protocol)
-  rng = np.random.default_rng(seed)
-  returns = []
-  for i in range(episodes):
-    env.reset(seed=evaluation.EVAL_SEED + seed + i)
-    total, done = 0.0, False
-    while not done:
-      _, reward, terminated, truncated, _ = env.step(
-          int(rng.integers(env.action_space.n)))
-      total += reward
-      done = terminated or truncated
-    returns.append(total)
-  env.close()
-  return float(np.mean(returns))
 
 
 def _open_loop_mse(export, data_dir, context_length, horizon, windows=256):
@@ -123,8 +104,10 @@ def test_i2a_with_a_trained_model_beats_the_random_policy_on_minipacman_avoid(
   config.env_steps = ENV_STEPS
   config.log_every = 250
   workdir = str(tmp_path / "i2a")
-  random_mean = _random_policy_mean_return(runs.protocol_from_config(config),
-                                           EPISODES)
+  # The uniform random policy on evaluate()'s episodes, as in
+  # tests/agents/test_training.py.
+  random_mean = float(np.mean(evaluation.uniform_random_returns(
+      runs.protocol_from_config(config), EPISODES)))
   summary = training.run(config, workdir)
   metrics = os.path.join(workdir, "metrics.csv")
   assert np.isfinite(read_column(
