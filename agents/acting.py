@@ -13,6 +13,9 @@ actions from the network's policy over each environment's last
   discount         float32 [n]                0 if a_t ended the episode by
                                               termination, else 1
   behaviour_logits float32 [n, A]             the actor's pi(. | o_t)
+  <side input>     [n + 1, ...]                the network's side inputs of
+                                              each window, if it declares
+                                              any (agents/base.py)
 
 Consecutive unrolls of an environment share their boundary window (o_n of
 one is o_0 of the next). The vector env resets an environment on the step
@@ -26,7 +29,7 @@ makes too; terminations, the episodes' usual end here, are exact).
 from __future__ import annotations
 
 import pickle
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -48,9 +51,19 @@ class Episode(NamedTuple):
 
 def unroll_signature(unroll_length: int, context_length: int,
                      observation_shape: Tuple[int, int, int],
-                     num_actions: int) -> Dict[str, tf.TensorSpec]:
-  """The item signature of the `unrolls` queue (one unroll, no batch axis)."""
+                     num_actions: int,
+                     side_inputs: Optional[Mapping[str, tf.TensorSpec]] = None
+                     ) -> Dict[str, tf.TensorSpec]:
+  """The item signature of the `unrolls` queue (one unroll, no batch axis);
+  `side_inputs`: the network's side_input_spec(), one per window."""
   n = unroll_length
+  side = {name: tf.TensorSpec([n + 1, *spec.shape], spec.dtype, name)
+          for name, spec in (side_inputs or {}).items()}
+  clash = sorted(set(side) & {"observation", "action", "reward", "discount",
+                              "behaviour_logits"})
+  if clash:
+    raise ValueError(f"side inputs may not reuse the unroll fields {clash}; "
+                     "rename them in the network's side_input_spec().")
   return {
       "observation": tf.TensorSpec([n + 1, context_length, *observation_shape],
                                    tf.uint8, "observation"),
@@ -59,6 +72,7 @@ def unroll_signature(unroll_length: int, context_length: int,
       "discount": tf.TensorSpec([n], tf.float32, "discount"),
       "behaviour_logits": tf.TensorSpec([n, num_actions], tf.float32,
                                         "behaviour_logits"),
+      **side,
   }
 
 
@@ -134,16 +148,37 @@ class Actor:
     self._lengths = np.zeros(self.num_envs, np.int64)
     self.env_steps = 0  # steps over all envs, since this actor started
     self.unrolls = 0
-    self._policy_logits = tf.function(
-        lambda windows: self.network(windows).policy_logits)
+    self._side_spec = network.side_input_spec()
+    # The side inputs of the current windows, computed for the last window
+    # of an unroll and reused as the first of the next (same env states).
+    self._side_cache: Optional[Dict[str, np.ndarray]] = None
+    self._policy_logits = tf.function(self._logits)
 
   @property
   def windows(self) -> np.ndarray:
     """uint8 [N, k, H, W, C]: what the policy sees next."""
     return self._windows.frames
 
-  def policy_logits(self, windows: np.ndarray) -> np.ndarray:
-    return self._policy_logits(tf.constant(windows)).numpy()
+  def _logits(self, windows: tf.Tensor,
+              side: Optional[Dict[str, tf.Tensor]]) -> tf.Tensor:
+    return self.network(windows, side).policy_logits  # [N, A]
+
+  def policy_logits(self, windows: np.ndarray,
+                    side_inputs: Optional[Dict[str, np.ndarray]] = None
+                    ) -> np.ndarray:
+    side = ({k: tf.constant(v) for k, v in side_inputs.items()}
+            if side_inputs else None)
+    return self._policy_logits(tf.constant(windows), side).numpy()
+
+  def _current_side_inputs(self) -> Optional[Dict[str, np.ndarray]]:
+    """The side inputs of the current windows ({name: [N, ...]}), or None
+    for a network without any."""
+    if not self._side_spec:
+      return None
+    if self._side_cache is None:
+      self._side_cache = self.network.side_inputs(
+          self._windows.frames, list(self._envs.envs))
+    return self._side_cache
 
   def update(self) -> None:
     """Pulls the learner's newest weights (if there is a variable client)."""
@@ -167,11 +202,17 @@ class Actor:
         "discount": np.empty((num_envs, n), np.float32),
         "behaviour_logits": None,
     }
+    for name, spec in self._side_spec.items():
+      batch[name] = np.empty((num_envs, n + 1, *spec.shape),
+                             spec.dtype.as_numpy_dtype)
     logits_steps = []
     finished: List[Episode] = []
     for t in range(n):
       batch["observation"][:, t] = self._windows.frames
-      logits = self.policy_logits(self._windows.frames)  # [N, A]
+      side = self._current_side_inputs()
+      for name in self._side_spec:
+        batch[name][:, t] = side[name]
+      logits = self.policy_logits(self._windows.frames, side)  # [N, A]
       actions = sample_actions(logits, self._rng, self._greedy)  # [N]
       observations, rewards, terminated, truncated, _ = self._envs.step(
           actions)
@@ -187,7 +228,11 @@ class Actor:
                                 int(self._lengths[i]), bool(terminated[i])))
         self._returns[i], self._lengths[i] = 0.0, 0
       self._windows.push(observations, done)
+      self._side_cache = None  # the environments moved on
     batch["observation"][:, n] = self._windows.frames
+    side = self._current_side_inputs()  # kept for the next unroll's o_0
+    for name in self._side_spec:
+      batch[name][:, n] = side[name]
     batch["behaviour_logits"] = np.stack(logits_steps, axis=1)  # [N, n, A]
     self.env_steps += n * num_envs
     self.unrolls += 1
@@ -223,6 +268,7 @@ class Actor:
                       "resumed run restarts their episodes.", e)
       envs = None
     return dict(envs=envs, windows=self._windows.frames.copy(),
+                side_cache=self._side_cache,
                 rng=self._rng.bit_generator.state,
                 returns=self._returns.copy(), lengths=self._lengths.copy(),
                 env_steps=self.env_steps, unrolls=self.unrolls)
@@ -238,6 +284,9 @@ class Actor:
       self._windows.frames = np.array(state["windows"])
       self._returns = np.array(state["returns"])
       self._lengths = np.array(state["lengths"])
+      self._side_cache = state.get("side_cache")
+    else:
+      self._side_cache = None
     self._rng.bit_generator.state = state["rng"]
     self.env_steps = int(state["env_steps"])
     self.unrolls = int(state["unrolls"])

@@ -7,13 +7,22 @@ Data flow: actors (agents/acting.py) call the network on the last
 `auxiliary_loss` (e.g. the I2A's distillation loss). Networks are
 feedforward over a window of frames: the I2A's LSTM reads imagined rollouts
 within one step, not across time.
+
+Side inputs: a network that needs more than frames from the environment
+(the I2A querying the emulator oracle, whose rollouts start from emulator
+snapshots that frames cannot give) declares them in `side_input_spec()`;
+the actor computes them from its live environments with `side_inputs`,
+passes them to the network when it acts and stores them with each unroll
+window, and the learner passes the stored ones back. Most networks have
+none.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
@@ -37,8 +46,24 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
     self.context_length = context_length
 
   @abc.abstractmethod
-  def __call__(self, observations: tf.Tensor) -> NetworkOutput:
-    """observations: uint8 [B, context_length, H, W, C] (oldest first)."""
+  def __call__(self, observations: tf.Tensor,
+               side_inputs: Optional[Mapping[str, tf.Tensor]] = None
+               ) -> NetworkOutput:
+    """observations: uint8 [B, context_length, H, W, C] (oldest first);
+    side_inputs: {name: [B, ...]} per side_input_spec() (None if empty)."""
+
+  def side_input_spec(self) -> Dict[str, tf.TensorSpec]:
+    """{name: spec of one window's side input (no batch axis)}; {} if the
+    network reads frames only."""
+    return {}
+
+  def side_inputs(self, windows: np.ndarray,
+                  envs: Sequence[object]) -> Dict[str, np.ndarray]:
+    """The side inputs [B, ...] of `windows` uint8 [B, k, H, W, C], from
+    the B live environments that show them (only read, never stepped)."""
+    raise NotImplementedError(
+        f"{type(self).__name__} declares side inputs "
+        f"{sorted(self.side_input_spec())} but does not compute them.")
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:

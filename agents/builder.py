@@ -141,8 +141,12 @@ def build_network(config: ml_collections.ConfigDict, num_actions: int,
 
 def create_variables(network: ActorCriticNetwork,
                      observation_shape: Tuple[int, int, int]) -> None:
-  """Calls the network once on zeros so that its variables exist."""
-  network(np.zeros([1, network.context_length, *observation_shape], np.uint8))
+  """Calls the network once on zeros (frames and any side inputs) so that
+  its variables exist."""
+  side = {name: np.zeros([1, *spec.shape], spec.dtype.as_numpy_dtype)
+          for name, spec in network.side_input_spec().items()}
+  network(np.zeros([1, network.context_length, *observation_shape], np.uint8),
+          side or None)
 
 
 register_network("a2c", a2c_networks.make_network)

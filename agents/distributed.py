@@ -110,7 +110,8 @@ class _Setup:
     return {
         tables.UNROLLS: unroll_signature(
             config.unroll_length, config.context_length,
-            self.observation_shape, self.num_actions),
+            self.observation_shape, self.num_actions,
+            network.side_input_spec()),
         tables.VARIABLES: variables_lib.signature(
             network.learnable_variables),
         EPISODES: episodes_signature(),

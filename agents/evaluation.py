@@ -94,8 +94,12 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
   windows = FrameWindows(observation[None], network.context_length)
   frames = [observation] if record else []
   episode_return, length, done = 0.0, 0, False
+  side_spec = network.side_input_spec()
   while not done:
-    logits = policy_logits(tf.constant(windows.frames)).numpy()  # [1, A]
+    side = ({k: tf.constant(v) for k, v in
+             network.side_inputs(windows.frames, [env]).items()}
+            if side_spec else None)
+    logits = policy_logits(tf.constant(windows.frames), side).numpy()
     action = int(sample_actions(logits, rng, greedy)[0])
     observation, reward, terminated, truncated, _ = env.step(action)
     episode_return += float(reward)
@@ -138,7 +142,11 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   if episodes < 1:
     raise ValueError(f"--episodes must be >= 1, given {episodes}.")
   network, counters = load_agent(config, protocol, checkpoint, envmodel)
-  policy_logits = tf.function(lambda w: network(w).policy_logits)
+
+  @tf.function
+  def policy_logits(windows, side):
+    return network(windows, side).policy_logits  # [1, A]
+
   env = environments.make_env(protocol)
   rng = np.random.default_rng(seed)
   seeds = [EVAL_SEED + seed + i for i in range(episodes)]

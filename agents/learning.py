@@ -4,7 +4,7 @@ Data flow (DESIGN.md, "train"): `unroll_dataset` reads the Reverb `unrolls`
 queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
 batches of `batch_size` unrolls; `Learner.step()` runs one update in the
 private tf.function `_step()` (the network over all n + 1 windows of every
-unroll, `agents.losses.actor_critic_loss` bootstrapped from the last
+unroll, with their stored side inputs if it has any, `agents.losses.actor_critic_loss` bootstrapped from the last
 window's value, plus `network.auxiliary_loss`, global-norm clipped RMSProp
 on `network.learnable_variables`), counts and times it, and publishes the
 new weights to the `variables` table for the actors.
@@ -42,6 +42,14 @@ def unroll_dataset(server_address: str, batch_size: int,
       num_workers_per_iterator=1, rate_limiter_timeout_ms=timeout_ms)
   dataset = dataset.map(lambda sample: sample.data)
   return dataset.batch(batch_size, drop_remainder=True).prefetch(1)
+
+
+def _merge_batch_and_time(x: tf.Tensor) -> tf.Tensor:
+  """[B, T, ...] -> [B * T, ...]."""
+  shape = tf.shape(x)
+  merged = tf.reshape(x, tf.concat([[-1], shape[2:]], 0))
+  merged.set_shape([None] + x.shape[2:].as_list())
+  return merged
 
 
 def rmsprop(learning_rate: float, decay: float,
@@ -97,8 +105,10 @@ class Learner:
     shape = tf.shape(observations)
     batch_size, length = shape[0], shape[1]
     flat = tf.reshape(observations, tf.concat([[-1], shape[2:]], 0))
+    side = {name: _merge_batch_and_time(batch[name])  # [B * (n + 1), ...]
+            for name in self.network.side_input_spec()} or None
     with tf.GradientTape() as tape:
-      output = self.network(flat)  # [B * (n + 1), ...]
+      output = self.network(flat, side)  # [B * (n + 1), ...]
       logits = tf.reshape(output.policy_logits,
                           [batch_size, length, -1])  # [B, n + 1, A]
       values = tf.reshape(output.value, [batch_size, length])  # [B, n + 1]

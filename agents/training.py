@@ -115,7 +115,8 @@ class Trainer:
     self.server = tables.start_server([
         tables.unrolls_table(
             unroll_signature(config.unroll_length, config.context_length,
-                             self.observation_shape, self.num_actions),
+                             self.observation_shape, self.num_actions,
+                             network.side_input_spec()),
             max_size=config.queue_size),
         tables.variables_table(
             variables_lib.signature(network.learnable_variables)),

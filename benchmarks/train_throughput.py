@@ -7,10 +7,11 @@ unrolls + one learner step, and reports:
   env steps/s       environment steps over all envs per second of the loop
   learner steps/s   updates per second of the loop
   actor ms/unroll, learner ms/step   where the time goes
+  x A2C             env steps/s over the A2C row's on the same environment
 Writes benchmarks/results/train_throughput.json and prints a markdown table.
 
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
-      [--updates 100] [--warmup 10]
+      [--updates 100] [--warmup 10] [--output FILE]
 
 Other agents add rows to ROWS by name: a Row gives the config file, the
 preset, overrides, and optionally `setup(tmpdir) -> overrides` for what a
@@ -83,6 +84,13 @@ _DSSM_DET_SMALL = envmodel_export("configs/envmodels/dssm_det.py", _I2A,
 
 ROWS: Dict[str, Row] = {
     "a2c/minipacman": Row("configs/agents/a2c.py", "minipacman"),
+    "i2a_distillation/minipacman": Row(
+        _I2A, "minipacman",
+        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
+                              "minipacman")),
+    # The emulator oracle: its rollouts run in the actor (side inputs).
+    "i2a_oracle/minipacman": Row(_I2A, "minipacman",
+                                 {"network.model": "oracle"}),
     "a2c/mspacman": Row("configs/agents/a2c.py", "small"),
     "i2a_distillation/mspacman": Row(_I2A, "small", setup=_DSSM_DET_SMALL),
     "i2a_learning_to_query/mspacman": Row(
@@ -160,6 +168,9 @@ def main() -> None:
                       help=f"comma-separated names among {sorted(ROWS)}")
   parser.add_argument("--updates", type=int, default=100)
   parser.add_argument("--warmup", type=int, default=10)
+  parser.add_argument("--output",
+                      default=os.path.join(RESULTS, "train_throughput.json"),
+                      help="where the JSON report goes")
   args = parser.parse_args()
   names = [n for n in args.rows.split(",") if n]
   unknown = sorted(set(names) - set(ROWS))
@@ -175,16 +186,24 @@ def main() -> None:
       machine=platform.machine(), cpus=os.cpu_count(),
       load_average=list(os.getloadavg()),
       date=time.strftime("%Y-%m-%dT%H:%M:%S"))
-  os.makedirs(RESULTS, exist_ok=True)
-  with open(os.path.join(RESULTS, "train_throughput.json"), "w") as f:
+  os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+  # Each row against A2C on the same environment, measured in this run.
+  a2c = {r["env_id"]: r["env_steps_per_s"] for name, r in results.items()
+         if name.startswith("a2c/")}
+  for r in results.values():
+    r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[r["env_id"]]
+                            if r["env_id"] in a2c else None)
+  with open(args.output, "w") as f:
     json.dump(report, f, indent=2)
-  print("\n| row | environment | envs x unroll | env steps/s | "
+  print("\n| row | environment | envs x unroll | env steps/s | x A2C | "
         "learner steps/s | actor ms/unroll | learner ms/step |")
-  print("|---|---|---|---|---|---|---|")
+  print("|---|---|---|---|---|---|---|---|")
   for name, r in results.items():
+    ratio = r["relative_to_a2c"]
     print(f"| {name} | {r['env_id']} {r['observation_size'][0]}x"
           f"{r['observation_size'][1]} | {r['num_envs']} x "
           f"{r['unroll_length']} | {r['env_steps_per_s']:,.0f} | "
+          f"{'-' if ratio is None else f'{ratio:.2f}'} | "
           f"{r['learner_steps_per_s']:,.1f} | "
           f"{r['actor_ms_per_unroll']:.1f} | {r['learner_ms_per_step']:.1f} |")
 

@@ -32,10 +32,18 @@ class ConvStack(snt.Module):
     self._convs = [_conv(k, c, f"conv{i}")
                    for i, (k, c) in enumerate(zip(kernels, channels))]
 
-  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+  def __call__(self, x: tf.Tensor,
+               out_channels: Optional[int] = None) -> tf.Tensor:
+    """x [B, h, w, d] -> [B, h, w, c3], or only the first `out_channels` of
+    the c3 outputs (computed alone: the rest of the last conv is skipped)."""
     h1 = self._convs[0](x)
-    h2 = self._convs[1](tf.nn.relu(h1)) + h1
-    return self._convs[2](tf.nn.relu(h2))
+    h2 = tf.nn.relu(self._convs[1](tf.nn.relu(h1)) + h1)
+    last = self._convs[2]
+    if out_channels is None or not hasattr(last, "w"):  # or not built yet
+      out = last(h2)
+      return out if out_channels is None else out[..., :out_channels]
+    out = tf.nn.conv2d(h2, last.w[..., :out_channels], 1, "SAME")
+    return tf.nn.bias_add(out, last.b[:out_channels])
 
 
 class ResConv(snt.Module):

@@ -99,7 +99,8 @@ class _Filtered(NamedTuple):
   """Everything the filtering pass over a training batch computes."""
   starts: List[tf.Tensor]  # T x [B, h, w, S]: s_{t-1} before each step
   actions: List[tf.Tensor]  # T x [B, c * A]: a_{t-1}
-  priors: List[Gaussian]  # T x p(z_t | s_{t-1}, a_{t-1})
+  priors: List[Optional[Gaussian]]  # T x p(z_t | s_{t-1}, a_{t-1}); None
+  #                                   for dssm_det (its mean only is used)
   posteriors: Optional[List[Gaussian]]  # T x q(z_t | ...); None for det
   decoder_inputs: tf.Tensor  # [B, T, h, w, S + Z]: concat(s_t, z_t)
 
@@ -241,14 +242,24 @@ class StateSpaceModel(base.EnvModel):
   def _sample(self, dist: Gaussian) -> tf.Tensor:
     return dist.mean + dist.std * self.sample_normal(tf.shape(dist.mean))
 
+  def _prior_mean(self, state: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+    """The mean of p(z_t | s_{t-1}, a_{t-1}) alone [B, h, w, Z]: the
+    prior stack's std outputs are not computed (dSSM-DET never uses them)."""
+    inputs = tf.concat([state, networks.tile_vector(action, state)], -1)
+    return self._prior(inputs, out_channels=self._latent_channels)
+
   def _generate(self, state: tf.Tensor, action: tf.Tensor,
                 prior_module: Optional[snt.Module] = None
-                ) -> Tuple[SSMState, Gaussian]:
-    """One generative step from s_{t-1}, sampling z_t as the kind says."""
-    prior = self._prior_dist(state, action, prior_module)
+                ) -> Tuple[SSMState, Optional[Gaussian]]:
+    """One generative step from s_{t-1}, sampling z_t as the kind says.
+    Returns the new state and the prior (None for dssm_det, which computes
+    only the prior's mean)."""
     if self.kind == "dssm_det":
-      to_transition = to_decoder = prior.mean
-    elif self.kind == "dssm_vae":
+      mean = self._prior_mean(state, action)
+      new_state = self._transition(state, action, mean)
+      return SSMState(new_state, mean), None
+    prior = self._prior_dist(state, action, prior_module)
+    if self.kind == "dssm_vae":
       to_transition, to_decoder = prior.mean, self._sample(prior)
     else:  # sssm
       to_transition = to_decoder = self._sample(prior)

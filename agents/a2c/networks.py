@@ -10,7 +10,7 @@ path (agents/imagination/) reuses `ConvTorso`.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 import ml_collections
 import sonnet as snt
@@ -74,8 +74,12 @@ class A2CNetwork(ActorCriticNetwork):
     self._policy_head = snt.Linear(num_actions, name="policy_logits")
     self._value_head = snt.Linear(1, name="value")
 
-  def __call__(self, observations: tf.Tensor) -> NetworkOutput:
-    """observations: uint8 [B, context_length, H, W, C] (oldest first)."""
+  def __call__(self, observations: tf.Tensor,
+               side_inputs: Optional[Mapping[str, tf.Tensor]] = None
+               ) -> NetworkOutput:
+    """observations: uint8 [B, context_length, H, W, C] (oldest first).
+    No side inputs (model-free)."""
+    del side_inputs
     if observations.shape[1] != self.context_length:
       raise ValueError(f"expected {self.context_length} frames per window "
                        f"([B, {self.context_length}, H, W, C]), given shape "

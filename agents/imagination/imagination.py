@@ -27,7 +27,8 @@ Baselines that behave like models (same architecture and encoder compute):
                        initialised, frozen by export and load.
   the emulator oracle  envmodels.oracle.OracleModel, with the initial state
                        passed in as `model_state` (it cannot start from
-                       frames), see networks.py.
+                       frames); in training its rollouts are side inputs
+                       (networks.py).
 """
 
 from __future__ import annotations
@@ -280,7 +281,8 @@ class ImaginationCore(snt.Module):
       raise ValueError(
           f"the {model.spec.kind!r} model cannot start from frames: pass its "
           "initial state, network(observations, model_state="
-          "oracle.initial_state_from_envs(envs)).")
+          "oracle.initial_state_from_envs(envs)), or the side inputs "
+          "network.side_inputs(windows, envs) computes.")
     initial = (model.initial_state(observations) if model_state is None
                else model_state)
     initial_features = None

@@ -19,17 +19,23 @@ an attached imagination prior p_imag is the exception, by design).
 
 Baselines as options (`model`): 'pretrained' (the export), 'untrained' (same
 kind/spec/hyperparameters, random weights, frozen), 'copy' (imaginations are
-the initial state), 'oracle' (the emulator; needs live environment
-snapshots passed as `model_state`, which the actor/learner runtime does not
-supply yet: see docs/agents.md, "I2A").
+the initial state), 'oracle' (the emulator). The oracle cannot start from
+frames, so with it the network declares side inputs (agents/base.py): the
+actor snapshots its live environments and runs the K oracle rollouts
+(`side_inputs`: the imagined frames uint8 [B, K, tau, H, W, C] and rewards
+[B, K, tau]), acts on them and stores them with the unroll; the learner
+reads the stored rollouts instead of querying the emulator. The oracle's
+abstract features are space_to_depth(8) of its frames, so the frames carry
+them losslessly.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import ml_collections
+import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
@@ -112,6 +118,12 @@ class I2ANetwork(ActorCriticNetwork):
     self.model = model
     self.strategy = rollout_policy
     self.num_rollouts = num_rollouts
+    self.depth = depth
+    self.imagination = imagination
+    # The emulator oracle (learned = False) starts from environment
+    # snapshots: its rollouts come in as side inputs.
+    self.needs_env_states = not getattr(model, "learned", True)
+    self._observation_shape = tuple(observation_shape)
     self.model_free_frames = model_free_frames
     self.distillation_weight = float(distillation_weight)
     self.query_entropy_penalty = float(query_entropy_penalty)
@@ -162,12 +174,16 @@ class I2ANetwork(ActorCriticNetwork):
           "use depth >= 2.")
 
   def __call__(self, observations: tf.Tensor,
+               side_inputs: Optional[Mapping[str, tf.Tensor]] = None,
                model_state: Any = None) -> NetworkOutput:
     """observations: uint8 [B, context_length, H, W, C] (oldest first).
 
+    side_inputs: with the emulator oracle, the rollouts `side_inputs`
+    computed ({"imagined_frames", "imagined_rewards"}); they replace the
+    imagination core's.
     model_state: optional initial model state for the B samples, used
-    instead of model.initial_state(observations); the emulator oracle
-    needs it (oracle.initial_state_from_envs(envs)).
+    instead of model.initial_state(observations) (e.g. the oracle's,
+    oracle.initial_state_from_envs(envs), when not using side inputs).
     """
     observations = tf.convert_to_tensor(observations)
     if observations.shape.rank != 5 or observations.shape[1] != (
@@ -177,7 +193,10 @@ class I2ANetwork(ActorCriticNetwork):
                        f"{observations.shape.as_list()}.")
     model_free = self.model_free_torso(frames_on_channels(
         observations[:, -self.model_free_frames:]))  # [B, hidden]
-    imagined = self.imagination_core(observations, model_state)
+    if side_inputs:
+      imagined = self._stored_imagination(observations, side_inputs)
+    else:
+      imagined = self.imagination_core(observations, model_state)
     summaries = self.rollout_encoder(imagined.imaginations,
                                      imagined.rewards)  # [B*K, L]
     aggregated = imagination_lib.split_rollouts(
@@ -197,6 +216,84 @@ class I2ANetwork(ActorCriticNetwork):
         policy_logits=self._policy_head(hidden),  # [B, A]
         value=tf.squeeze(self._value_head(hidden), -1),  # [B]
         extras=extras)
+
+  # -- Side inputs: the oracle's rollouts, computed by the actor ------------
+
+  def side_input_spec(self) -> Dict[str, tf.TensorSpec]:
+    if not self.needs_env_states:
+      return {}
+    k, tau = self.num_rollouts, self.depth
+    return {"imagined_frames": tf.TensorSpec(
+                [k, tau, *self._observation_shape], tf.uint8,
+                "imagined_frames"),
+            "imagined_rewards": tf.TensorSpec([k, tau], tf.float32,
+                                              "imagined_rewards")}
+
+  def side_inputs(self, windows: np.ndarray,
+                  envs: Sequence[object]) -> Dict[str, np.ndarray]:
+    """The oracle's K rollouts from the B live environments `envs` (only
+    read: snapshots are restored into the oracle's own worker env):
+    imagined_frames uint8 [B, K, tau, H, W, C], imagined_rewards [B, K, tau].
+    """
+    if not self.needs_env_states:
+      return super().side_inputs(windows, envs)
+    windows = np.asarray(windows)
+    state = self.model.initial_state_from_envs(
+        envs, observations=windows[:, -1])
+    try:
+      frames, rewards = self._oracle_rollouts(tf.constant(windows), state)
+    finally:
+      self.model.release(state)
+    return {"imagined_frames": frames.numpy(),
+            "imagined_rewards": rewards.numpy()}
+
+  @tf.function
+  def _oracle_rollouts(self, windows: tf.Tensor, state: Any
+                       ) -> Tuple[tf.Tensor, tf.Tensor]:
+    imagined = self.imagination_core(windows, state)
+    k, tau = self.num_rollouts, self.depth
+    height, width, channels = self._observation_shape
+    steps = tf.reshape(imagined.imaginations,
+                       [-1, *imagined.imaginations.shape[2:]])
+    if self.imagination == "abstract":  # features = space_to_depth(frame, 8)
+      steps = tf.nn.depth_to_space(steps, 8)
+    frames = tf.cast(tf.round(steps * 255.0), tf.uint8)
+    return (tf.reshape(frames, [-1, k, tau, height, width, channels]),
+            tf.reshape(imagined.rewards, [-1, k, tau]))
+
+  def _stored_imagination(self, observations: tf.Tensor,
+                          side_inputs: Mapping[str, tf.Tensor]
+                          ) -> imagination_lib.Imagination:
+    """The Imagination of stored oracle rollouts, as the core would give it:
+    features space_to_depth(frame / 255, 8) ('abstract') or frames / 255
+    ('pixels'), rows b * K + k."""
+    if not self.needs_env_states:
+      raise ValueError("side inputs are for the emulator oracle; this I2A's "
+                       f"{self.model.spec.kind!r} model imagines from frames.")
+    k, tau = self.num_rollouts, self.depth
+    height, width, channels = self._observation_shape
+    frames = tf.convert_to_tensor(side_inputs["imagined_frames"])
+    if frames.shape[1:] != [k, tau, height, width, channels]:
+      raise ValueError(
+          f"imagined_frames: expected [B, {k}, {tau}, {height}, {width}, "
+          f"{channels}], given {frames.shape.as_list()}.")
+    steps = tf.cast(tf.reshape(frames, [-1, height, width, channels]),
+                    tf.float32) / 255.0  # [B*K*tau, H, W, C]
+    if self.imagination == "abstract":
+      steps = tf.nn.space_to_depth(steps, 8)
+    imaginations = tf.reshape(steps, [-1, tau, *steps.shape[1:]])
+    initial_features = None
+    if self.strategy == "distillation":
+      initial_features = tf.nn.space_to_depth(
+          tf.cast(observations[:, -1], tf.float32) / 255.0, 8)  # [B, h, w, d]
+    batch = tf.shape(observations)[0]
+    return imagination_lib.Imagination(
+        imaginations=imaginations,  # [B*K, tau, ...]
+        rewards=tf.reshape(tf.cast(side_inputs["imagined_rewards"],
+                                   tf.float32), [-1, tau]),  # [B*K, tau]
+        first_actions=tf.tile(tf.range(k, dtype=tf.int32) %
+                              self.num_actions, [batch]),
+        rollout_policy_logits=None, initial_features=initial_features)
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:

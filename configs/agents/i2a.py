@@ -16,8 +16,9 @@ preset). Network fields (config.network):
   model            'pretrained' (config.envmodel), or the baselines
                    'untrained' (same kind/spec/sizes, random frozen
                    weights), 'copy' (every imagination is the initial
-                   state), 'oracle' (the emulator; needs live environment
-                   snapshots, not wired into i2a.train yet).
+                   state), 'oracle' (the emulator, oracle_jump
+                   primitive actions per step; the actor runs its rollouts
+                   from snapshots of its environments: docs/agents.md).
   imagination      'abstract' (model state features) or 'pixels' (rendered
                    frames, a stronger summariser).
   num_rollouts     K (0: one per action); depth: tau model steps (each of
