@@ -176,8 +176,10 @@ class Actor:
     if not self._side_spec:
       return None
     if self._side_cache is None:
+      # A SyncVectorEnv's environments (an async one's live elsewhere).
+      envs = getattr(self._envs, "envs", None)
       self._side_cache = self.network.side_inputs(
-          self._windows.frames, list(self._envs.envs))
+          self._windows.frames, None if envs is None else list(envs))
     return self._side_cache
 
   def update(self) -> None:

@@ -8,13 +8,14 @@ Data flow: actors (agents/acting.py) call the network on the last
 feedforward over a window of frames: the I2A's LSTM reads imagined rollouts
 within one step, not across time.
 
-Side inputs: a network that needs more than frames from the environment
-(the I2A querying the emulator oracle, whose rollouts start from emulator
-snapshots that frames cannot give) declares them in `side_input_spec()`;
-the actor computes them from its live environments with `side_inputs`,
-passes them to the network when it acts and stores them with each unroll
-window, and the learner passes the stored ones back. Most networks have
-none.
+Side inputs: a network whose acting computes something the learner should
+not (or cannot) compute again declares it in `side_input_spec()`: the
+actor computes it per window with `side_inputs` (which may read the live
+environments), passes it to the network when it acts and stores it with
+each unroll window, and the learner passes the stored values back. The I2A
+uses them for rollouts: the emulator oracle's (they start from environment
+snapshots that frames cannot give) and, by default, a frozen model's when
+no gradient has to pass through them. A2C has none.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
     return {}
 
   def side_inputs(self, windows: np.ndarray,
-                  envs: Sequence[object]) -> Dict[str, np.ndarray]:
+                  envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
     """The side inputs [B, ...] of `windows` uint8 [B, k, H, W, C], from
-    the B live environments that show them (only read, never stepped)."""
+    the B live environments that show them (only read, never stepped; None
+    where the caller cannot reach them, e.g. an AsyncVectorEnv's)."""
     raise NotImplementedError(
         f"{type(self).__name__} declares side inputs "
         f"{sorted(self.side_input_spec())} but does not compute them.")

@@ -8,6 +8,9 @@ unrolls + one learner step, and reports:
   learner steps/s   updates per second of the loop
   actor ms/unroll, learner ms/step   where the time goes
   x A2C             env steps/s over the A2C row's on the same environment
+  GFLOP/window      float operations of one acting forward pass per window
+                    (TensorFlow's graph profiler): the I2A's cost is its
+                    envmodel's K x tau steps, which this makes visible
 Writes benchmarks/results/train_throughput.json and prints a markdown table.
 
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
@@ -92,7 +95,12 @@ ROWS: Dict[str, Row] = {
     "i2a_oracle/minipacman": Row(_I2A, "minipacman",
                                  {"network.model": "oracle"}),
     "a2c/mspacman": Row("configs/agents/a2c.py", "small"),
+    # The learner reads the actor's stored rollouts ('auto'), or queries
+    # the model again ('recompute'): the saving, side by side.
     "i2a_distillation/mspacman": Row(_I2A, "small", setup=_DSSM_DET_SMALL),
+    "i2a_distillation_recompute/mspacman": Row(
+        _I2A, "small", {"network.learner_rollouts": "recompute"},
+        setup=_DSSM_DET_SMALL),
     "i2a_learning_to_query/mspacman": Row(
         _I2A, "small", {"network.rollout_policy": "learning_to_query"},
         setup=_DSSM_DET_SMALL),
@@ -124,11 +132,31 @@ def load_config(row: Row, tmpdir: str) -> ml_collections.ConfigDict:
   return config
 
 
+def forward_gflop_per_window(network: Any, batch: int,
+                             observation_shape: Any) -> float:
+  """Float operations of one acting forward pass per window (GFLOP), from
+  TensorFlow's graph profiler over the traced network (side inputs given as
+  inputs, so an oracle's emulator steps count nothing)."""
+  windows = tf.TensorSpec([batch, network.context_length,
+                           *observation_shape], tf.uint8)
+  side = {name: tf.TensorSpec([batch, *spec.shape], spec.dtype)
+          for name, spec in network.side_input_spec().items()} or None
+  graph = tf.function(lambda w, s: network(w, s).policy_logits
+                      ).get_concrete_function(windows, side).graph
+  options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+  options["output"] = "none"
+  total = tf.compat.v1.profiler.profile(graph, options=options)
+  return total.total_float_ops / batch / 1e9
+
+
 def measure(row: Row, updates: int, warmup: int) -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
     config = load_config(row, tmpdir)
     trainer = training.Trainer(config, os.path.join(tmpdir, "run"))
     try:
+      gflop = forward_gflop_per_window(trainer.actor.network,
+                                       config.num_envs,
+                                       trainer.observation_shape)
       trainer.learner.publish()
       unrolls = config.batch_size // config.num_envs
       def update(times):
@@ -159,7 +187,8 @@ def measure(row: Row, updates: int, warmup: int) -> Dict[str, Any]:
       updates=updates, env_steps_per_s=env_steps / elapsed,
       learner_steps_per_s=updates / elapsed,
       actor_ms_per_unroll=1000 * times[0] / (updates * unrolls),
-      learner_ms_per_step=1000 * times[1] / updates)
+      learner_ms_per_step=1000 * times[1] / updates,
+      forward_gflop_per_window=gflop)
 
 
 def main() -> None:
@@ -196,8 +225,9 @@ def main() -> None:
   with open(args.output, "w") as f:
     json.dump(report, f, indent=2)
   print("\n| row | environment | envs x unroll | env steps/s | x A2C | "
-        "learner steps/s | actor ms/unroll | learner ms/step |")
-  print("|---|---|---|---|---|---|---|---|")
+        "learner steps/s | actor ms/unroll | learner ms/step | "
+        "GFLOP/window |")
+  print("|---|---|---|---|---|---|---|---|---|")
   for name, r in results.items():
     ratio = r["relative_to_a2c"]
     print(f"| {name} | {r['env_id']} {r['observation_size'][0]}x"
@@ -205,7 +235,8 @@ def main() -> None:
           f"{r['unroll_length']} | {r['env_steps_per_s']:,.0f} | "
           f"{'-' if ratio is None else f'{ratio:.2f}'} | "
           f"{r['learner_steps_per_s']:,.1f} | "
-          f"{r['actor_ms_per_unroll']:.1f} | {r['learner_ms_per_step']:.1f} |")
+          f"{r['actor_ms_per_unroll']:.1f} | {r['learner_ms_per_step']:.1f} | "
+          f"{r['forward_gflop_per_window']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -19,14 +19,17 @@ an attached imagination prior p_imag is the exception, by design).
 
 Baselines as options (`model`): 'pretrained' (the export), 'untrained' (same
 kind/spec/hyperparameters, random weights, frozen), 'copy' (imaginations are
-the initial state), 'oracle' (the emulator). The oracle cannot start from
-frames, so with it the network declares side inputs (agents/base.py): the
-actor snapshots its live environments and runs the K oracle rollouts
-(`side_inputs`: the imagined frames uint8 [B, K, tau, H, W, C] and rewards
-[B, K, tau]), acts on them and stores them with the unroll; the learner
-reads the stored rollouts instead of querying the emulator. The oracle's
-abstract features are space_to_depth(8) of its frames, so the frames carry
-them losslessly.
+the initial state), 'oracle' (the emulator).
+
+Stored rollouts (`learner_rollouts`): the network may declare its rollouts
+as side inputs (agents/base.py): the actor runs the K rollouts
+(`side_inputs`), acts on them and stores them with the unroll; the learner
+reads them instead of querying the model again. Always so for the oracle,
+which cannot start from frames (the actor snapshots its live environments;
+its abstract features are space_to_depth(8) of its frames, so uint8 frames
+carry them losslessly); by default also for a learned model's abstract
+rollouts under 'distillation' or 'random', where no gradient passes through
+the model and recomputing them would double the envmodel's compute.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ from agents.imagination import imagination as imagination_lib
 from agents.imagination import rollout_policies
 
 MODELS = ("pretrained", "untrained", "copy", "oracle")
+# Who runs the rollouts the learner reads (docs/agents.md, "Stored
+# rollouts"): 'actor' stores them with the unrolls, 'recompute' has the
+# learner run the imagination core again, 'auto' picks 'actor' unless a
+# gradient must pass through the model or the rollouts are cheap or large.
+LEARNER_ROLLOUTS = ("auto", "actor", "recompute")
 # Strategies that backpropagate the policy gradient through the model.
 _THROUGH_MODEL = ("learning_to_query", "imagination_prior")
 
@@ -75,6 +83,12 @@ class I2ANetwork(ActorCriticNetwork):
     distillation_weight: lambda_D (>= 0) of the distillation loss.
     query_entropy_penalty: weight (>= 0) of pi_r's entropy in
       learning_to_query.
+    learner_rollouts: LEARNER_ROLLOUTS: 'actor' stores the actor's
+      rollouts with each unroll (side inputs) and the learner reads them
+      instead of querying the model again; 'recompute' reruns them in the
+      learner; 'auto' is 'actor' for the emulator oracle (which the learner
+      cannot query) and for abstract imaginations of a learned model under
+      'distillation' or 'random', else 'recompute'.
     seed: seeds the rollout policy's samples and p_imag's initialisation.
   """
 
@@ -93,7 +107,8 @@ class I2ANetwork(ActorCriticNetwork):
                rollout_policy_channels: int = 16,
                rollout_policy_hidden: int = 64,
                distillation_weight: float = 1.0,
-               query_entropy_penalty: float = 0.01, seed: int = 0,
+               query_entropy_penalty: float = 0.01,
+               learner_rollouts: str = "auto", seed: int = 0,
                name: Optional[str] = "i2a_network"):
     spec = model.spec
     super().__init__(num_actions, spec.context_length, name=name)
@@ -123,7 +138,11 @@ class I2ANetwork(ActorCriticNetwork):
     # The emulator oracle (learned = False) starts from environment
     # snapshots: its rollouts come in as side inputs.
     self.needs_env_states = not getattr(model, "learned", True)
+    self.rollouts_from_actor = _rollouts_from_actor(
+        learner_rollouts, rollout_policy, imagination, model,
+        self.needs_env_states)
     self._observation_shape = tuple(observation_shape)
+    self._stored_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
     self.model_free_frames = model_free_frames
     self.distillation_weight = float(distillation_weight)
     self.query_entropy_penalty = float(query_entropy_penalty)
@@ -217,75 +236,121 @@ class I2ANetwork(ActorCriticNetwork):
         value=tf.squeeze(self._value_head(hidden), -1),  # [B]
         extras=extras)
 
-  # -- Side inputs: the oracle's rollouts, computed by the actor ------------
+  # -- Side inputs: rollouts the actor ran, stored with the unrolls --------
 
   def side_input_spec(self) -> Dict[str, tf.TensorSpec]:
-    if not self.needs_env_states:
+    """The emulator oracle: imagined_frames uint8 [K, tau, H, W, C] (its
+    features are space_to_depth(frame / 255, 8): frames are 64x smaller
+    as uint8 than as float features). A learned model: imagined_features
+    float32 [K, tau, ...] (as the core gives them) and, for distillation,
+    initial_features [h, w, d]. Both: imagined_rewards [K, tau]."""
+    if not self.rollouts_from_actor:
       return {}
     k, tau = self.num_rollouts, self.depth
-    return {"imagined_frames": tf.TensorSpec(
-                [k, tau, *self._observation_shape], tf.uint8,
-                "imagined_frames"),
-            "imagined_rewards": tf.TensorSpec([k, tau], tf.float32,
+    spec = {"imagined_rewards": tf.TensorSpec([k, tau], tf.float32,
                                               "imagined_rewards")}
+    if self.needs_env_states:
+      spec["imagined_frames"] = tf.TensorSpec(
+          [k, tau, *self._observation_shape], tf.uint8, "imagined_frames")
+      return spec
+    for name, shape in self._stored_feature_shapes().items():
+      spec[name] = tf.TensorSpec(shape, tf.float32, name)
+    return spec
+
+  def _stored_feature_shapes(self) -> Dict[str, Tuple[int, ...]]:
+    """Static shapes of the stored features, read off one probe rollout."""
+    if self._stored_shapes is None:
+      probe = self.imagination_core(tf.zeros(
+          [1, self.context_length, *self._observation_shape], tf.uint8))
+      shapes = {"imagined_features": (self.num_rollouts, self.depth,
+                                      *probe.imaginations.shape[2:])}
+      if self.strategy == "distillation":
+        shapes["initial_features"] = tuple(probe.initial_features.shape[1:])
+      self._stored_shapes = shapes
+    return self._stored_shapes
 
   def side_inputs(self, windows: np.ndarray,
-                  envs: Sequence[object]) -> Dict[str, np.ndarray]:
-    """The oracle's K rollouts from the B live environments `envs` (only
-    read: snapshots are restored into the oracle's own worker env):
-    imagined_frames uint8 [B, K, tau, H, W, C], imagined_rewards [B, K, tau].
-    """
-    if not self.needs_env_states:
+                  envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
+    """The actor's K rollouts for `windows` [B, k, H, W, C]: from the
+    learned model, or from the B live environments `envs` for the oracle
+    (only read: snapshots are restored into the oracle's own worker env)."""
+    if not self.rollouts_from_actor:
       return super().side_inputs(windows, envs)
     windows = np.asarray(windows)
+    if not self.needs_env_states:
+      return {name: value.numpy() for name, value in
+              self._model_rollouts(tf.constant(windows)).items()}
     state = self.model.initial_state_from_envs(
         envs, observations=windows[:, -1])
     try:
-      frames, rewards = self._oracle_rollouts(tf.constant(windows), state)
+      return {name: value.numpy() for name, value in
+              self._oracle_rollouts(tf.constant(windows), state).items()}
     finally:
       self.model.release(state)
-    return {"imagined_frames": frames.numpy(),
-            "imagined_rewards": rewards.numpy()}
+
+  @tf.function
+  def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
+    imagined = self.imagination_core(windows)
+    side = {"imagined_features": tf.reshape(
+                imagined.imaginations,
+                [-1, self.num_rollouts, *imagined.imaginations.shape[1:]]),
+            "imagined_rewards": tf.reshape(
+                imagined.rewards, [-1, self.num_rollouts, self.depth])}
+    if self.strategy == "distillation":
+      side["initial_features"] = imagined.initial_features
+    return side
 
   @tf.function
   def _oracle_rollouts(self, windows: tf.Tensor, state: Any
-                       ) -> Tuple[tf.Tensor, tf.Tensor]:
+                       ) -> Dict[str, tf.Tensor]:
     imagined = self.imagination_core(windows, state)
     k, tau = self.num_rollouts, self.depth
-    height, width, channels = self._observation_shape
     steps = tf.reshape(imagined.imaginations,
                        [-1, *imagined.imaginations.shape[2:]])
     if self.imagination == "abstract":  # features = space_to_depth(frame, 8)
       steps = tf.nn.depth_to_space(steps, 8)
     frames = tf.cast(tf.round(steps * 255.0), tf.uint8)
-    return (tf.reshape(frames, [-1, k, tau, height, width, channels]),
-            tf.reshape(imagined.rewards, [-1, k, tau]))
+    return {"imagined_frames": tf.reshape(
+                frames, [-1, k, tau, *self._observation_shape]),
+            "imagined_rewards": tf.reshape(imagined.rewards, [-1, k, tau])}
 
   def _stored_imagination(self, observations: tf.Tensor,
                           side_inputs: Mapping[str, tf.Tensor]
                           ) -> imagination_lib.Imagination:
-    """The Imagination of stored oracle rollouts, as the core would give it:
-    features space_to_depth(frame / 255, 8) ('abstract') or frames / 255
-    ('pixels'), rows b * K + k."""
-    if not self.needs_env_states:
-      raise ValueError("side inputs are for the emulator oracle; this I2A's "
-                       f"{self.model.spec.kind!r} model imagines from frames.")
-    k, tau = self.num_rollouts, self.depth
-    height, width, channels = self._observation_shape
-    frames = tf.convert_to_tensor(side_inputs["imagined_frames"])
-    if frames.shape[1:] != [k, tau, height, width, channels]:
+    """The Imagination of stored rollouts, as the core would give it (rows
+    b * K + k). Oracle frames become space_to_depth(frame / 255, 8)
+    ('abstract') or frame / 255 ('pixels'); s_t|t's features are those of
+    the last real frame."""
+    if not self.rollouts_from_actor:
       raise ValueError(
-          f"imagined_frames: expected [B, {k}, {tau}, {height}, {width}, "
-          f"{channels}], given {frames.shape.as_list()}.")
-    steps = tf.cast(tf.reshape(frames, [-1, height, width, channels]),
-                    tf.float32) / 255.0  # [B*K*tau, H, W, C]
-    if self.imagination == "abstract":
-      steps = tf.nn.space_to_depth(steps, 8)
-    imaginations = tf.reshape(steps, [-1, tau, *steps.shape[1:]])
+          "this I2A recomputes its rollouts (learner_rollouts='recompute'); "
+          f"it takes no side inputs, given {sorted(side_inputs)}.")
+    expected = self.side_input_spec()
+    for name, spec in expected.items():
+      if name not in side_inputs:
+        raise ValueError(f"the I2A's side inputs lack {name!r}: expected "
+                         f"{sorted(expected)}, given {sorted(side_inputs)}.")
+      given = tf.convert_to_tensor(side_inputs[name]).shape
+      if given[1:] != spec.shape:
+        raise ValueError(f"{name}: expected [B, "
+                         f"{', '.join(map(str, spec.shape))}], given "
+                         f"{given.as_list()}.")
+    k, tau = self.num_rollouts, self.depth
     initial_features = None
-    if self.strategy == "distillation":
-      initial_features = tf.nn.space_to_depth(
-          tf.cast(observations[:, -1], tf.float32) / 255.0, 8)  # [B, h, w, d]
+    if self.needs_env_states:
+      frames = tf.convert_to_tensor(side_inputs["imagined_frames"])
+      steps = tf.cast(tf.reshape(frames, [-1, *self._observation_shape]),
+                      tf.float32) / 255.0  # [B*K*tau, H, W, C]
+      if self.imagination == "abstract":
+        steps = tf.nn.space_to_depth(steps, 8)
+      imaginations = tf.reshape(steps, [-1, tau, *steps.shape[1:]])
+      if self.strategy == "distillation":
+        initial_features = tf.nn.space_to_depth(
+            tf.cast(observations[:, -1], tf.float32) / 255.0, 8)
+    else:
+      features = tf.convert_to_tensor(side_inputs["imagined_features"])
+      imaginations = tf.reshape(features, [-1, *features.shape[2:]])
+      initial_features = side_inputs.get("initial_features")
     batch = tf.shape(observations)[0]
     return imagination_lib.Imagination(
         imaginations=imaginations,  # [B*K, tau, ...]
@@ -323,6 +388,33 @@ class I2ANetwork(ActorCriticNetwork):
              if self.imagination_prior is not None else set())
     return tuple(v for v in self.trainable_variables
                  if v.ref() not in frozen or v.ref() in prior)
+
+
+def _rollouts_from_actor(learner_rollouts: str, strategy: str,
+                         imagination: str, model: Any,
+                         oracle: bool) -> bool:
+  """Whether the learner reads the actor's stored rollouts (see
+  LEARNER_ROLLOUTS), refusing the combinations that cannot work."""
+  if learner_rollouts not in LEARNER_ROLLOUTS:
+    raise ValueError(f"learner_rollouts must be one of {LEARNER_ROLLOUTS}, "
+                     f"given {learner_rollouts!r}.")
+  if learner_rollouts == "recompute" and oracle:
+    raise ValueError(
+        "learner_rollouts='recompute' cannot work with the emulator oracle: "
+        "the learner has no environment snapshots to start its rollouts "
+        "from; use 'auto' (or 'actor').")
+  if learner_rollouts == "actor" and strategy in _THROUGH_MODEL:
+    raise ValueError(
+        f"learner_rollouts='actor' cannot work with rollout_policy="
+        f"{strategy!r}: its policy gradient must pass through the model's "
+        "rollouts in the learner; use 'auto' (or 'recompute').")
+  if learner_rollouts != "auto":
+    return learner_rollouts == "actor"
+  # Copy-model rollouts cost nothing to recompute; rendered frames are
+  # large to store.
+  return oracle or (strategy not in _THROUGH_MODEL and
+                    imagination == "abstract" and
+                    not isinstance(model, imagination_lib.CopyModel))
 
 
 def check_model_fits(spec: envmodels.EnvModelSpec, num_actions: int,
@@ -417,4 +509,5 @@ def make_network(config: ml_collections.ConfigDict, num_actions: int,
       rollout_policy_channels=net.rollout_policy_channels,
       rollout_policy_hidden=net.rollout_policy_hidden,
       distillation_weight=net.distillation_weight,
-      query_entropy_penalty=net.query_entropy_penalty, seed=config.seed)
+      query_entropy_penalty=net.query_entropy_penalty,
+      learner_rollouts=net.learner_rollouts, seed=config.seed)

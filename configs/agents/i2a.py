@@ -25,6 +25,12 @@ preset). Network fields (config.network):
                    spec.jump primitive actions); fix_first_action: rollout
                    k starts with action k.
   distillation_weight (lambda_D), query_entropy_penalty: loss weights.
+  learner_rollouts 'auto' (default), 'actor' (the actor's rollouts are
+                   stored with the unrolls and the learner reads them) or
+                   'recompute' (the learner queries the model again);
+                   'auto' stores them where no gradient passes through
+                   the model (distillation, random) for abstract
+                   imaginations, and always for the oracle.
   The model-free path is the A2C torso (configs/agents/a2c.py, fields
   conv_channels / conv_kernels / conv_strides / hidden) over the latest
   model_free_frames frames.
@@ -45,7 +51,8 @@ def network_config(preset: str) -> ml_collections.ConfigDict:
       model_free_frames=1, encoder_channels=(16, 16), encoder_strides=(1, 1),
       pixel_encoder_channels=(16, 16, 16), lstm_size=256, head_hidden=256,
       rollout_policy_channels=16, rollout_policy_hidden=64,
-      distillation_weight=1.0, query_entropy_penalty=0.01, oracle_jump=1))
+      distillation_weight=1.0, query_entropy_penalty=0.01, oracle_jump=1,
+      learner_rollouts="auto"))
   if preset == "tiny":
     config.update(dict(
         depth=2, encoder_channels=(4,), encoder_strides=(1,),

@@ -132,9 +132,15 @@ def test_i2a_with_the_emulator_oracle_beats_the_random_policy_on_minipacman_avoi
   network.model=oracle: K = 5 rollouts of depth 3 in the real game, abstract
   imaginations = space_to_depth(8) of the true frames) for ORACLE_ENV_STEPS
   env steps, evaluated over the same 100 episodes as the uniform random
-  policy.
+  policy. About 13 minutes on the 2 cores shared with another slow check
+  (150 env steps/s: the rollouts are 240 emulator steps, snapshots and
+  restores per agent step, in Python).
 
-  Measured: see ORACLE_MEASURED below.
+  Measured (seed 0, mean +- standard error over the 100 episodes):
+    random -14.82, I2A with the oracle -11.71 +- 0.47 (+3.11); training
+    return -10.35 at the end, episodes of 87 steps on average.
+  Required: MARGIN = 1.5 points above random, as for the trained model
+  (about 3 standard errors of the difference).
   """
   config = i2a_config.get_config("minipacman")
   config.network.model = "oracle"

@@ -459,3 +459,72 @@ def test_oracle_model_needs_env_snapshots_and_releases_them():
   with pytest.raises(ValueError, match="no gradient"):
     make(model, rollout_policy="learning_to_query")
   model.close()
+
+
+@pytest.mark.parametrize("overrides,stored", [
+    (dict(rollout_policy="distillation"), True),
+    (dict(rollout_policy="random"), True),
+    (dict(rollout_policy="learning_to_query"), False),  # gradient through
+    (dict(rollout_policy="distillation", imagination="pixels"), False),
+    (dict(rollout_policy="distillation", model="copy"), False),
+    (dict(rollout_policy="distillation", learner_rollouts="recompute"),
+     False),
+    (dict(rollout_policy="distillation", imagination="pixels",
+          learner_rollouts="actor"), True)])
+def test_learner_rollouts_auto_stores_them_where_no_gradient_needs_the_model(
+    exports, overrides, stored):
+  config = tiny_config(**overrides)
+  network = networks.make_network(config, NUM_ACTIONS, FRAME,
+                                  envmodel=load(exports))
+  assert network.rollouts_from_actor == stored
+  assert bool(network.side_input_spec()) == stored
+
+
+def test_learner_rollouts_refuses_what_cannot_work(exports):
+  with pytest.raises(ValueError, match="must pass through the model"):
+    make(load(exports), rollout_policy="learning_to_query",
+         learner_rollouts="actor")
+  with pytest.raises(ValueError, match="learner_rollouts must be one of"):
+    make(load(exports), learner_rollouts="sometimes")
+
+
+def test_stored_rollouts_give_the_learner_the_actors_outputs_and_gradients(
+    exports):
+  """Depth 1 with fixed first actions samples nothing, so the rollouts the
+  actor stores and the ones the learner would recompute are the same."""
+  stored = make(load(exports), rollout_policy="distillation", depth=1)
+  recomputed = make(load(exports), rollout_policy="distillation", depth=1,
+                    learner_rollouts="recompute")
+  obs = observations(batch=3)
+  builder.create_variables(stored, FRAME)
+  builder.create_variables(recomputed, FRAME)
+  for target, source in zip(recomputed.variables, stored.variables):
+    target.assign(source)
+  spec = stored.side_input_spec()
+  assert spec["imagined_features"].shape == [NUM_ACTIONS, 1, 2, 3, 8]
+  assert spec["initial_features"].shape == [2, 3, 8]  # s_t|t, for pi_r
+  side = stored.side_inputs(obs.numpy(), envs=None)
+  for name, value in side.items():
+    assert value.shape == (3, *spec[name].shape), name
+  side = {k: tf.constant(v) for k, v in side.items()}
+  with tf.GradientTape(persistent=True) as tape:
+    from_actor = stored(obs, side)
+    from_learner = recomputed(obs)
+    loss_actor = stored.auxiliary_loss(from_actor)[0] + tf.reduce_sum(
+        from_actor.value)
+    loss_learner = recomputed.auxiliary_loss(from_learner)[0] + (
+        tf.reduce_sum(from_learner.value))
+  for field in ("policy_logits", "value"):
+    np.testing.assert_allclose(getattr(from_actor, field),
+                               getattr(from_learner, field), rtol=1e-5,
+                               atol=1e-6)
+  gradients_actor = tape.gradient(loss_actor, stored.learnable_variables)
+  gradients_learner = tape.gradient(loss_learner,
+                                    recomputed.learnable_variables)
+  assert len(gradients_actor) == len(gradients_learner)
+  for a, b in zip(gradients_actor, gradients_learner):
+    assert (a is None) == (b is None)
+    if a is not None:
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  with pytest.raises(ValueError, match="lack 'initial_features'"):
+    stored(obs, {k: v for k, v in side.items() if k != "initial_features"})

@@ -93,7 +93,7 @@ def test_stored_rollouts_give_the_outputs_of_querying_the_oracle_directly():
   with pytest.raises(ValueError, match=r"imagined_frames: expected \[B, 5, 1"):
     network(tf.constant(windows),
             {"imagined_frames": tf.zeros([3, 5, 2, *FRAME], tf.uint8),
-             "imagined_rewards": tf.zeros([3, 5, 2])})
+             "imagined_rewards": tf.zeros([3, 5, 1])})
 
 
 def test_the_actor_stores_the_rollouts_of_every_window_with_the_unroll():
@@ -119,6 +119,12 @@ def test_the_actor_stores_the_rollouts_of_every_window_with_the_unroll():
   with pytest.raises(ValueError, match="may not reuse the unroll fields"):
     unroll_signature(3, 3, FRAME, NUM_ACTIONS,
                      {"reward": tf.TensorSpec([1], tf.float32)})
+
+
+def test_the_learner_cannot_recompute_the_oracles_rollouts():
+  with pytest.raises(ValueError, match="no environment snapshots"):
+    networks.make_network(_config(learner_rollouts="recompute"),
+                          NUM_ACTIONS, FRAME)
 
 
 def test_the_oracle_i2a_trains_resumes_and_evaluates_through_the_runtime(
