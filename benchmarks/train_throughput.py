@@ -8,8 +8,9 @@ unrolls + one learner step, and reports:
   learner steps/s   updates per second of the loop
   actor ms/unroll, learner ms/step   where the time goes
   x A2C             env steps/s over the A2C row's on the same environment
-  GFLOP/window      float operations of one acting forward pass per window
-                    (TensorFlow's graph profiler): the I2A's cost is its
+  GFLOP/window      float operations of acting on one window (TensorFlow's
+                    graph profiler; an I2A's rollouts included, the
+                    oracle's emulator steps not): the I2A's cost is its
                     envmodel's K x tau steps, which this makes visible
 Writes benchmarks/results/train_throughput.json and prints a markdown table.
 
@@ -134,13 +135,16 @@ def load_config(row: Row, tmpdir: str) -> ml_collections.ConfigDict:
 
 def forward_gflop_per_window(network: Any, batch: int,
                              observation_shape: Any) -> float:
-  """Float operations of one acting forward pass per window (GFLOP), from
-  TensorFlow's graph profiler over the traced network (side inputs given as
-  inputs, so an oracle's emulator steps count nothing)."""
+  """Float operations of acting on one window (GFLOP), from TensorFlow's
+  graph profiler over the traced network. Rollouts the actor stores (side
+  inputs) are computed in the traced forward, as acting computes them; an
+  emulator oracle's come in as inputs (its emulator steps count nothing)."""
   windows = tf.TensorSpec([batch, network.context_length,
                            *observation_shape], tf.uint8)
-  side = {name: tf.TensorSpec([batch, *spec.shape], spec.dtype)
-          for name, spec in network.side_input_spec().items()} or None
+  side = None
+  if getattr(network, "needs_env_states", False):
+    side = {name: tf.TensorSpec([batch, *spec.shape], spec.dtype)
+            for name, spec in network.side_input_spec().items()}
   graph = tf.function(lambda w, s: network(w, s).policy_logits
                       ).get_concrete_function(windows, side).graph
   options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()

@@ -240,8 +240,8 @@ class I2ANetwork(ActorCriticNetwork):
 
   def side_input_spec(self) -> Dict[str, tf.TensorSpec]:
     """The emulator oracle: imagined_frames uint8 [K, tau, H, W, C] (its
-    features are space_to_depth(frame / 255, 8): frames are 64x smaller
-    as uint8 than as float features). A learned model: imagined_features
+    features are space_to_depth(frame / 255, 8), the same values: 4x
+    smaller as uint8 than as float32). A learned model: imagined_features
     float32 [K, tau, ...] (as the core gives them) and, for distillation,
     initial_features [h, w, d]. Both: imagined_rewards [K, tau]."""
     if not self.rollouts_from_actor:
