@@ -9,6 +9,8 @@ depth step. The `RolloutEncoder` summarises each rollout (a CNN per imagined
 step plus the predicted reward, read by an LSTM from the LAST imagined step
 back to the FIRST, as in Weber et al. 2017), and the network concatenates
 the K summaries (the aggregator) with the model-free features.
+`to_side_inputs` / `from_side_inputs` convert rollouts to the form the
+actor stores with its unrolls and back (networks.py, `learner_rollouts`).
 
 Imaginations (config `imagination`):
   'abstract'  out.features, the model's abstract state (cheap; `render` is
@@ -37,7 +39,8 @@ import dataclasses
 import math
 import sys
 import tempfile
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Dict, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 import numpy as np
 import sonnet as snt
@@ -323,6 +326,78 @@ class ImaginationCore(snt.Module):
         rollout_policy_logits=(tf.stack(logits, axis=1) if logits
                                else None),  # [B*K, n, A]
         initial_features=initial_features)
+
+
+# -- Stored rollouts (side inputs) -----------------------------------------
+
+
+def to_side_inputs(imagined: Imagination, num_rollouts: int,
+                   frame_shape: Optional[Sequence[int]] = None,
+                   abstract: bool = True,
+                   with_initial_features: bool = False
+                   ) -> Dict[str, tf.Tensor]:
+  """The stored form of B samples' rollouts (rows b * K + k -> [B, K, ...]).
+
+  Learned models: imagined_features float32 [B, K, tau, ...] as the core
+  gives them, and initial_features [B, h, w, d] if asked. The emulator
+  oracle (`frame_shape` = (H, W, C) given): imagined_frames uint8
+  [B, K, tau, H, W, C], the frames its features are space_to_depth(8) of
+  ('abstract') or equal to ('pixels'), the same values 4x smaller. Both:
+  imagined_rewards float32 [B, K, tau].
+  """
+  k = num_rollouts
+  depth = imagined.rewards.shape[1]
+  side = {"imagined_rewards": tf.reshape(imagined.rewards, [-1, k, depth])}
+  if frame_shape is None:
+    side["imagined_features"] = tf.reshape(
+        imagined.imaginations, [-1, k, *imagined.imaginations.shape[1:]])
+    if with_initial_features:
+      side["initial_features"] = imagined.initial_features
+    return side
+  steps = tf.reshape(imagined.imaginations,
+                     [-1, *imagined.imaginations.shape[2:]])
+  if abstract:
+    steps = tf.nn.depth_to_space(steps, 8)  # [B*K*tau, H, W, C] in [0, 1]
+  side["imagined_frames"] = tf.reshape(
+      tf.cast(tf.round(steps * 255.0), tf.uint8),
+      [-1, k, depth, *frame_shape])
+  return side
+
+
+def from_side_inputs(side_inputs: Mapping[str, tf.Tensor],
+                     observations: tf.Tensor, num_rollouts: int,
+                     num_actions: int,
+                     frame_shape: Optional[Sequence[int]] = None,
+                     abstract: bool = True,
+                     with_initial_features: bool = False) -> Imagination:
+  """Inverse of to_side_inputs: the Imagination the core gave (rows
+  b * K + k). For oracle frames the features of s_t|t are those of the
+  last real frame, space_to_depth(observations[:, -1] / 255, 8)."""
+  rewards = tf.cast(side_inputs["imagined_rewards"], tf.float32)
+  depth = rewards.shape[-1]
+  initial_features = None
+  if frame_shape is None:
+    features = tf.convert_to_tensor(side_inputs["imagined_features"])
+    imaginations = tf.reshape(features, [-1, *features.shape[2:]])
+    if with_initial_features:
+      initial_features = side_inputs["initial_features"]
+  else:
+    frames = tf.convert_to_tensor(side_inputs["imagined_frames"])
+    steps = tf.cast(tf.reshape(frames, [-1, *frame_shape]),
+                    tf.float32) / 255.0  # [B*K*tau, H, W, C]
+    if abstract:
+      steps = tf.nn.space_to_depth(steps, 8)
+    imaginations = tf.reshape(steps, [-1, depth, *steps.shape[1:]])
+    if with_initial_features:
+      initial_features = tf.nn.space_to_depth(
+          tf.cast(observations[:, -1], tf.float32) / 255.0, 8)
+  batch = tf.shape(observations)[0]
+  return Imagination(
+      imaginations=imaginations,  # [B*K, tau, ...]
+      rewards=tf.reshape(rewards, [-1, depth]),  # [B*K, tau]
+      first_actions=tf.tile(tf.range(num_rollouts, dtype=tf.int32) %
+                            num_actions, [batch]),
+      rollout_policy_logits=None, initial_features=initial_features)
 
 
 def split_rollouts(summaries: tf.Tensor, num_rollouts: int) -> tf.Tensor:

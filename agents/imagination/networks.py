@@ -290,37 +290,23 @@ class I2ANetwork(ActorCriticNetwork):
 
   @tf.function
   def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
-    imagined = self.imagination_core(windows)
-    side = {"imagined_features": tf.reshape(
-                imagined.imaginations,
-                [-1, self.num_rollouts, *imagined.imaginations.shape[1:]]),
-            "imagined_rewards": tf.reshape(
-                imagined.rewards, [-1, self.num_rollouts, self.depth])}
-    if self.strategy == "distillation":
-      side["initial_features"] = imagined.initial_features
-    return side
+    return imagination_lib.to_side_inputs(
+        self.imagination_core(windows), self.num_rollouts,
+        with_initial_features=self.strategy == "distillation")
 
   @tf.function
   def _oracle_rollouts(self, windows: tf.Tensor, state: Any
                        ) -> Dict[str, tf.Tensor]:
-    imagined = self.imagination_core(windows, state)
-    k, tau = self.num_rollouts, self.depth
-    steps = tf.reshape(imagined.imaginations,
-                       [-1, *imagined.imaginations.shape[2:]])
-    if self.imagination == "abstract":  # features = space_to_depth(frame, 8)
-      steps = tf.nn.depth_to_space(steps, 8)
-    frames = tf.cast(tf.round(steps * 255.0), tf.uint8)
-    return {"imagined_frames": tf.reshape(
-                frames, [-1, k, tau, *self._observation_shape]),
-            "imagined_rewards": tf.reshape(imagined.rewards, [-1, k, tau])}
+    return imagination_lib.to_side_inputs(
+        self.imagination_core(windows, state), self.num_rollouts,
+        frame_shape=self._observation_shape,
+        abstract=self.imagination == "abstract")
 
   def _stored_imagination(self, observations: tf.Tensor,
                           side_inputs: Mapping[str, tf.Tensor]
                           ) -> imagination_lib.Imagination:
-    """The Imagination of stored rollouts, as the core would give it (rows
-    b * K + k). Oracle frames become space_to_depth(frame / 255, 8)
-    ('abstract') or frame / 255 ('pixels'); s_t|t's features are those of
-    the last real frame."""
+    """The Imagination of stored rollouts, as the core would give it, after
+    checking them against side_input_spec()."""
     if not self.rollouts_from_actor:
       raise ValueError(
           "this I2A recomputes its rollouts (learner_rollouts='recompute'); "
@@ -335,30 +321,11 @@ class I2ANetwork(ActorCriticNetwork):
         raise ValueError(f"{name}: expected [B, "
                          f"{', '.join(map(str, spec.shape))}], given "
                          f"{given.as_list()}.")
-    k, tau = self.num_rollouts, self.depth
-    initial_features = None
-    if self.needs_env_states:
-      frames = tf.convert_to_tensor(side_inputs["imagined_frames"])
-      steps = tf.cast(tf.reshape(frames, [-1, *self._observation_shape]),
-                      tf.float32) / 255.0  # [B*K*tau, H, W, C]
-      if self.imagination == "abstract":
-        steps = tf.nn.space_to_depth(steps, 8)
-      imaginations = tf.reshape(steps, [-1, tau, *steps.shape[1:]])
-      if self.strategy == "distillation":
-        initial_features = tf.nn.space_to_depth(
-            tf.cast(observations[:, -1], tf.float32) / 255.0, 8)
-    else:
-      features = tf.convert_to_tensor(side_inputs["imagined_features"])
-      imaginations = tf.reshape(features, [-1, *features.shape[2:]])
-      initial_features = side_inputs.get("initial_features")
-    batch = tf.shape(observations)[0]
-    return imagination_lib.Imagination(
-        imaginations=imaginations,  # [B*K, tau, ...]
-        rewards=tf.reshape(tf.cast(side_inputs["imagined_rewards"],
-                                   tf.float32), [-1, tau]),  # [B*K, tau]
-        first_actions=tf.tile(tf.range(k, dtype=tf.int32) %
-                              self.num_actions, [batch]),
-        rollout_policy_logits=None, initial_features=initial_features)
+    return imagination_lib.from_side_inputs(
+        side_inputs, observations, self.num_rollouts, self.num_actions,
+        frame_shape=self._observation_shape if self.needs_env_states
+        else None, abstract=self.imagination == "abstract",
+        with_initial_features=self.strategy == "distillation")
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
