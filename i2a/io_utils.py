@@ -15,6 +15,12 @@ import tempfile
 from typing import Any, Iterator
 
 
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
   """Yields a temporary path next to `path`; renames it over `path` on success."""
@@ -25,6 +31,8 @@ def atomic_path(path: str) -> Iterator[str]:
   os.close(fd)
   try:
     yield tmp
+    # mkstemp's file is private (0600); the result gets the usual mode.
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):
@@ -60,6 +68,7 @@ def atomic_directory(path: str) -> Iterator[str]:
                          suffix=".tmp", dir=parent)
   try:
     yield tmp
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's directory is private
     if os.path.exists(path):
       old = tmp + ".old"
       os.replace(path, old)
