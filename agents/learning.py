@@ -4,10 +4,11 @@ Data flow (DESIGN.md, "train"): `unroll_dataset` reads the Reverb `unrolls`
 queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
 batches of `batch_size` unrolls; `Learner.step()` runs one update in the
 private tf.function `_step()` (the network over all n + 1 windows of every
-unroll, with their stored side inputs if it has any, `agents.losses.actor_critic_loss` bootstrapped from the last
-window's value, plus `network.auxiliary_loss`, global-norm clipped RMSProp
-on `network.learnable_variables`), counts and times it, and publishes the
-new weights to the `variables` table for the actors.
+unroll, with their stored side inputs if it declares any;
+`agents.losses.actor_critic_loss` bootstrapped from the last window's
+value, plus `network.auxiliary_loss`; global-norm clipped RMSProp on
+`network.learnable_variables`), counts and times it, and publishes the new
+weights to the `variables` table for the actors.
 """
 
 from __future__ import annotations
