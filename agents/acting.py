@@ -105,6 +105,14 @@ def sample_actions(logits: np.ndarray, rng: np.random.Generator,
   return np.minimum(actions, logits.shape[-1] - 1).astype(np.int32)
 
 
+def random_generators(network: tf.Module) -> List[tf.random.Generator]:
+  """The tf.random.Generators inside `network` (e.g. an I2A's rollout
+  policy and envmodel samplers), in a fixed order. Their states are the
+  acting network's own: the learner's weights do not carry them."""
+  return list(network._flatten(  # pylint: disable=protected-access
+      predicate=lambda m: isinstance(m, tf.random.Generator)))
+
+
 class Actor:
   """Steps a vector env with a network's policy; writes unrolls to Reverb."""
 
@@ -271,6 +279,8 @@ class Actor:
       envs = None
     return dict(envs=envs, windows=self._windows.frames.copy(),
                 side_cache=self._side_cache,
+                network_generators=[generator.state.numpy() for generator
+                                    in random_generators(self.network)],
                 rng=self._rng.bit_generator.state,
                 returns=self._returns.copy(), lengths=self._lengths.copy(),
                 env_steps=self.env_steps, unrolls=self.unrolls)
@@ -290,6 +300,16 @@ class Actor:
     else:
       self._side_cache = None
     self._rng.bit_generator.state = state["rng"]
+    generators = random_generators(self.network)
+    saved = state.get("network_generators")
+    if saved is None:  # an actor saved before generators were kept
+      saved = [generator.state.numpy() for generator in generators]
+    if len(saved) != len(generators):
+      raise ValueError(f"the saved actor's network had {len(saved)} random "
+                       f"generators, this one has {len(generators)}: a "
+                       "different network.")
+    for generator, value in zip(generators, saved):
+      generator.state.assign(value)
     self.env_steps = int(state["env_steps"])
     self.unrolls = int(state["unrolls"])
 

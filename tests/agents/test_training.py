@@ -255,3 +255,29 @@ def test_a2c_beats_the_random_policy_on_minipacman_avoid(tmp_path):
         f"{summary['recent_return']:.2f}, mean length "
         f"{np.mean(scores['lengths']):.0f}")
   assert scores["mean"] >= random_mean + 4.0, (scores["mean"], random_mean)
+
+
+@pytest.mark.parametrize("learner_rollouts", ["auto", "recompute"])
+def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
+                                                        learner_rollouts):
+  """The I2A's extra state survives a checkpoint: pi_r's sampling
+  generator, and with stored rollouts (auto: distillation stores them) the
+  actor's cached rollouts of its current windows."""
+  from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
+  export = _export(tmp_path / "export")
+
+  def config(learner_steps):
+    c = i2a_config.get_config("tiny")
+    c.envmodel = export
+    c.network.learner_rollouts = learner_rollouts
+    c.env_steps = 6 * learner_steps
+    return c
+
+  straight, split = str(tmp_path / "straight"), str(tmp_path / "split")
+  training.run(config(4), straight)
+  training.run(config(3), split)
+  assert training.run(config(4), split)["learner_steps"] == 4
+  expected, got = _checkpoint_values(straight), _checkpoint_values(split)
+  assert sorted(expected) == sorted(got)
+  for name, value in expected.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
