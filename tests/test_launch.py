@@ -19,6 +19,7 @@ import tensorflow as tf
 from agents import variables as variables_lib
 from agents.variables import VariableClient, VariablePublisher
 from i2a import io_utils, launching
+from i2a.metrics import read_column
 from i2a.replay import tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -295,6 +296,28 @@ def test_a_launch_trains_survives_an_actor_kill_and_stops_cleanly(tmp_path):
     assert os.path.exists(os.path.join(workdir, name)), name
   assert not [n for n in os.listdir(os.path.join(workdir, "checkpoints"))
               if n.endswith(".tmp")]
+
+
+def test_an_i2a_with_stored_rollouts_trains_across_processes(tmp_path):
+  """The I2A with the emulator oracle: actor processes run the rollouts
+  from their environments and the learner process reads them from the
+  unrolls (side inputs crossing gRPC)."""
+  workdir, output = str(tmp_path / "run"), str(tmp_path / "launch.out")
+  launch = _start(["--config=configs/agents/i2a.py:tiny",
+                   "--config.network.model=oracle",
+                   "--config.env_steps=100000000", "--config.log_every=2",
+                   "--config.checkpoint_every=1000",
+                   "--config.plot_every=1000000", f"--workdir={workdir}",
+                   "--num_actors=1"], output, _env())
+  try:
+    _wait_for(lambda: _last_step(workdir) >= 6, 180, "six learner steps",
+              output)
+  finally:
+    code = _stop(launch)
+  assert code == 0, _tail(output)
+  cross_entropy = read_column(os.path.join(workdir, "metrics.csv"),
+                              "auxiliary/distillation_cross_entropy")
+  assert len(cross_entropy) >= 3 and np.all(np.isfinite(cross_entropy))
 
 
 @pytest.mark.slow
