@@ -421,6 +421,11 @@ def make_envmodel(config: ml_collections.ConfigDict,
     raise ValueError(f"network.model must be one of {MODELS}, given "
                      f"{net.model!r}.")
   if net.model == "oracle":
+    if config.envmodel:
+      raise ValueError(
+          "network.model='oracle' queries the emulator, not an export, but "
+          f"config.envmodel is {config.envmodel!r}; drop --config.envmodel "
+          "(or choose network.model='pretrained' to use that export).")
     # Imported here: importing envmodels.oracle registers the 'oracle' kind.
     from envmodels import oracle  # pylint: disable=import-outside-toplevel
     from i2a.environments import (  # pylint: disable=import-outside-toplevel

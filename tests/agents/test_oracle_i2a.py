@@ -127,6 +127,13 @@ def test_the_learner_cannot_recompute_the_oracles_rollouts():
                           NUM_ACTIONS, FRAME)
 
 
+def test_an_export_given_with_the_oracle_is_refused():
+  config = _config()
+  config.envmodel = "/runs/dssm_det/export"
+  with pytest.raises(ValueError, match="drop --config.envmodel"):
+    networks.make_network(config, NUM_ACTIONS, FRAME)
+
+
 def test_the_oracle_i2a_trains_resumes_and_evaluates_through_the_runtime(
     tmp_path):
   config = _config()
