@@ -105,22 +105,25 @@ def test_i2a_with_a_trained_model_beats_the_random_policy_on_minipacman_avoid(
   assert config.network.model == "pretrained"
   config.envmodel = export
   config.env_steps = ENV_STEPS
+  print(f"model: held-out {held_out['log_likelihood_per_frame']:.1f} "
+        f"nats/frame, open-loop MSE {model_mse:.4f} (copy {copy_mse:.4f})")
+  _train_and_beat_random(config, str(tmp_path / "i2a"))
+
+
+def _train_and_beat_random(config, workdir):
+  """Trains `config`, evaluates it over EPISODES episodes and requires
+  MARGIN over the uniform random policy on the same episodes (as in
+  tests/agents/test_training.py)."""
   config.log_every = 250
-  workdir = str(tmp_path / "i2a")
-  # The uniform random policy on evaluate()'s episodes, as in
-  # tests/agents/test_training.py.
   random_mean = float(np.mean(evaluation.uniform_random_returns(
       runs.protocol_from_config(config), EPISODES)))
   summary = training.run(config, workdir)
-  metrics = os.path.join(workdir, "metrics.csv")
-  assert np.isfinite(read_column(
-      metrics, "auxiliary/distillation_cross_entropy")).all()
+  assert np.isfinite(read_column(os.path.join(workdir, "metrics.csv"),
+                                 "auxiliary/distillation_cross_entropy")).all()
   scores = evaluation.evaluate(workdir, episodes=EPISODES)
-  print(f"model: held-out {held_out['log_likelihood_per_frame']:.1f} "
-        f"nats/frame, open-loop MSE {model_mse:.4f} (copy {copy_mse:.4f}); "
-        f"random {random_mean:.2f}, I2A {scores['mean']:.2f} "
-        f"(+- {scores['std'] / np.sqrt(EPISODES):.2f}), training return "
-        f"{summary['recent_return']:.2f}, mean length "
+  print(f"{config.network.model} model: random {random_mean:.2f}, I2A "
+        f"{scores['mean']:.2f} (+- {scores['std'] / np.sqrt(EPISODES):.2f}),"
+        f" training return {summary['recent_return']:.2f}, mean length "
         f"{np.mean(scores['lengths']):.0f}, "
         f"{summary['env_steps_per_s']:.0f} env steps/s")
   assert scores["mean"] >= random_mean + MARGIN, (scores["mean"], random_mean)
@@ -147,18 +150,4 @@ def test_i2a_with_the_emulator_oracle_beats_the_random_policy_on_minipacman_avoi
   config = i2a_config.get_config("minipacman")
   config.network.model = "oracle"
   config.env_steps = ORACLE_ENV_STEPS
-  config.log_every = 250
-  workdir = str(tmp_path / "i2a_oracle")
-  random_mean = float(np.mean(evaluation.uniform_random_returns(
-      runs.protocol_from_config(config), EPISODES)))
-  summary = training.run(config, workdir)
-  metrics = os.path.join(workdir, "metrics.csv")
-  assert np.isfinite(read_column(
-      metrics, "auxiliary/distillation_cross_entropy")).all()
-  scores = evaluation.evaluate(workdir, episodes=EPISODES)
-  print(f"random {random_mean:.2f}, I2A with the oracle {scores['mean']:.2f} "
-        f"(+- {scores['std'] / np.sqrt(EPISODES):.2f}), training return "
-        f"{summary['recent_return']:.2f}, mean length "
-        f"{np.mean(scores['lengths']):.0f}, "
-        f"{summary['env_steps_per_s']:.0f} env steps/s")
-  assert scores["mean"] >= random_mean + MARGIN, (scores["mean"], random_mean)
+  _train_and_beat_random(config, str(tmp_path / "i2a_oracle"))
