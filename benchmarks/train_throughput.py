@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 import os
 import platform
 import sys
@@ -44,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from agents import training
+from i2a import io_utils
 
 RESULTS = os.path.join(HERE, "results")
 
@@ -219,15 +219,13 @@ def main() -> None:
       machine=platform.machine(), cpus=os.cpu_count(),
       load_average=list(os.getloadavg()),
       date=time.strftime("%Y-%m-%dT%H:%M:%S"))
-  os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
   # Each row against A2C on the same environment, measured in this run.
   a2c = {r["env_id"]: r["env_steps_per_s"] for name, r in results.items()
          if name.startswith("a2c/")}
   for r in results.values():
     r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[r["env_id"]]
                             if r["env_id"] in a2c else None)
-  with open(args.output, "w") as f:
-    json.dump(report, f, indent=2)
+  io_utils.atomic_write_json(args.output, report)
   print("\n| row | environment | envs x unroll | env steps/s | x A2C | "
         "learner steps/s | actor ms/unroll | learner ms/step | "
         "GFLOP/window |")
