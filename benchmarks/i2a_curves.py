@@ -14,6 +14,8 @@ MiniPacman-avoid-v0 (where the ghost matters):
        i2a_distillation        I2A on the dSSM-DET, pi_r distilled from pi
        i2a_learning_to_query   I2A on the dSSM-DET, relaxed pi_r queries
        i2a_imagination_prior   I2A on the action-free sSSM, learned p_imag
+       i2a_oracle              I2A-distillation on the emulator itself
+                               (network.model=oracle: the upper bound)
   4. evaluate each over the same --episodes episodes (agents.evaluation),
      and the uniform random policy over them too.
 Writes benchmarks/results/i2a_curves.png (mean training episode return per
@@ -29,14 +31,14 @@ pretraining steps per model, 50 evaluation episodes) fit about 25 minutes
 of wall time on the 2-core development machine shared with other runs,
 from throughput measured there first with short runs (load average 4-6):
 A2C ~1,300-1,900 env steps/s, I2A copy ~430, distillation ~330,
-learning-to-query ~290, imagination prior ~180; pretraining ~1.5 min for
+learning-to-query ~290, imagination prior ~180 (the oracle, added later,
+~180: its rollouts are emulator steps in Python); pretraining ~1.5 min for
 the dSSM-DET, ~3 min for the sSSM; evaluation ~0.5 min per agent.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -57,7 +59,7 @@ from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
 from configs.envmodels import sssm_action_free as sssm_config
-from i2a import collection, pictures, pretraining, runs
+from i2a import collection, io_utils, pictures, pretraining, runs
 from i2a.metrics import read_column
 
 RESULTS = os.path.join(HERE, "results")
@@ -73,6 +75,7 @@ AGENTS = {
         "dssm_det"),
     "i2a_imagination_prior": (
         i2a_config, {"network.rollout_policy": "imagination_prior"}, "sssm"),
+    "i2a_oracle": (i2a_config, {"network.model": "oracle"}, ""),
 }
 
 
@@ -138,9 +141,8 @@ def train(name: str, exports: Dict[str, str], workdir: str, env_steps: int,
 
 
 def write_results(report: Dict[str, Any]) -> None:
-  os.makedirs(RESULTS, exist_ok=True)
-  with open(os.path.join(RESULTS, "i2a_curves.json"), "w") as f:
-    json.dump(report, f, indent=2)
+  io_utils.atomic_write_json(os.path.join(RESULTS, "i2a_curves.json"),
+                             report)
   agents = report["agents"]
   curves = {}
   for name, r in agents.items():
@@ -202,8 +204,8 @@ def write_results(report: Dict[str, Any]) -> None:
         f"{r['eval_mean_length']:.0f} | {r['steady_env_steps_per_s']:,.0f} | "
         f"{r['train_wall_s']:.0f} |")
   lines += ["", "![curves](i2a_curves.png)", ""]
-  with open(os.path.join(RESULTS, "i2a_curves.md"), "w") as f:
-    f.write("\n".join(lines))
+  io_utils.atomic_write_text(os.path.join(RESULTS, "i2a_curves.md"),
+                             "\n".join(lines))
   print("\n".join(lines))
 
 
