@@ -105,7 +105,7 @@ class Learner:
     observations = batch["observation"]  # [B, n + 1, k, H, W, C]
     shape = tf.shape(observations)
     batch_size, length = shape[0], shape[1]
-    flat = tf.reshape(observations, tf.concat([[-1], shape[2:]], 0))
+    flat = _merge_batch_and_time(observations)  # [B * (n + 1), k, H, W, C]
     side = {name: _merge_batch_and_time(batch[name])  # [B * (n + 1), ...]
             for name in self.network.side_input_spec()} or None
     with tf.GradientTape() as tape:
