@@ -361,7 +361,11 @@ class LearnerLoop:
       recent_returns.extend(e.episode_return for e in finished)
       self.episodes.assign_add(len(finished))
 
-    while self.env_steps_done < config.env_steps and not should_stop():
+    # `should_stop()` is read once per update: the update that sees it is
+    # the last, and is checkpointed (a second read could see a stop the
+    # first missed and end the loop without the final checkpoint).
+    final = self.env_steps_done >= config.env_steps or should_stop()
+    while not final:
       if self.actor is not None:
         for _ in range(unrolls_per_update):
           _, finished = self.actor.unroll()

@@ -125,6 +125,25 @@ def test_a_partial_newest_checkpoint_is_skipped_on_resume(trained, tmp_path):
     trainer.close()
 
 
+def test_a_stop_that_arrives_between_two_reads_still_gets_its_checkpoint(
+    tmp_path):
+  """The update that sees a stop is checkpointed, whenever the stop comes
+  (here: during the 2nd update's bookkeeping, once per later read)."""
+  reads = []
+  def should_stop():
+    reads.append(len(reads))
+    return len(reads) > 2
+  trainer = training.Trainer(_config(100, checkpoint_every=1000),
+                             str(tmp_path / "run"))
+  try:
+    summary = trainer.loop.train(should_stop=should_stop)
+  finally:
+    trainer.close()
+  assert summary["learner_steps"] == 2
+  latest = tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints"))
+  assert latest is not None and latest.endswith("ckpt-2"), latest
+
+
 def test_a_changed_config_is_refused_on_resume(trained, tmp_path):
   workdir, _ = trained
   config = _config(8)
