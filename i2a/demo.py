@@ -166,7 +166,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
   lines += [
       "## Agents", "",
       "The model-free A2C baseline and an I2A (distillation rollout policy, "
-      f"K = one rollout per action) over the frozen {exports[0]} model, each "
+      "K = one rollout per action) over the frozen "
+      f"{os.path.relpath(exports[0], workdir)} model, each "
       "for a short budget: the pipeline works end to end; the budget is far "
       "too small for the papers' results.", "",
       f"![learning curves]({curves})", "",

@@ -15,6 +15,9 @@ def test_demo_runs_every_stage_writes_a_report_and_skips_them_on_rerun(
                   "## Versions", "| dSSM-DET |", "| sSSM |", "| a2c |",
                   "| i2a |", "learning_curves.png"):
     assert heading in text, heading
+  # Paths are relative to the workdir: a copied report reads the same.
+  assert str(tmp_path) not in text
+  assert "over the frozen pretrain/dssm_det/export model" in text
   for name in ("learning_curves.png", "open_loop_dssm_det.png",
                "open_loop_sssm.png"):
     assert os.path.exists(tmp_path / "report_images" / name), name
