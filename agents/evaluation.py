@@ -7,20 +7,23 @@ network acts on frame windows exactly as the actor does (FrameWindows,
 sample_actions), for N episodes of one environment seeded
 EVAL_SEED + episode (disjoint from the training envs' seeds). Writes
 WORKDIR/eval/scores.json (returns, lengths, mean, std, the checkpoint's
-learner step), a GIF of the first episode and a PNG strip of its frames.
+learner step), a GIF of the first episode and a PNG strip of its frames,
+and for an I2A its imagination at a few steps of the first episode
+(eval/imagination_stepNNNN.png: the K imagined rollouts, rendered by the
+model, beside the real frames that followed).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import ml_collections
 import numpy as np
 import tensorflow as tf
 
 from agents import builder
-from agents.acting import FrameWindows, sample_actions
+from agents.acting import FrameWindows, random_generators, sample_actions
 from agents.base import ActorCriticNetwork
 from agents.training import CHECKPOINTS, envmodel_seed
 from i2a import environments, io_utils, pictures, runs
@@ -29,6 +32,9 @@ EVAL = "eval"
 SCORES = "scores.json"
 EVAL_SEED = 10_000_000  # episode i is seeded EVAL_SEED + seed + i
 STRIP_FRAMES = 12
+# An I2A's imagination is drawn at steps 0, 25, 50, 75 of the first episode.
+IMAGINATION_EVERY = 25
+IMAGINATION_SNAPSHOTS = 4
 
 
 def load_run(workdir: str) -> Tuple[ml_collections.ConfigDict,
@@ -87,15 +93,30 @@ def load_agent(config: ml_collections.ConfigDict,
 
 def run_episode(network: ActorCriticNetwork, env, seed: int,
                 rng: np.random.Generator, greedy: bool,
-                policy_logits, record: bool = False
+                policy_logits, record: bool = False,
+                imagine: Optional[Callable[[np.ndarray, list], Any]] = None,
+                imaginations: Optional[List[Tuple[int, Any]]] = None
                 ) -> Tuple[float, int, List[np.ndarray]]:
-  """One episode under the agent's policy: (return, length, frames)."""
+  """One episode under the agent's policy: (return, length, frames).
+
+  With `imagine` (an I2A's `imagined_frames`), appends (step, what it
+  imagines) to `imaginations` every IMAGINATION_EVERY steps, at most
+  IMAGINATION_SNAPSHOTS times. The pictures draw no random numbers of the
+  policy: the episode is the one it would be without them.
+  """
   observation, _ = env.reset(seed=seed)
   windows = FrameWindows(observation[None], network.context_length)
   frames = [observation] if record else []
   episode_return, length, done = 0.0, 0, False
   side_spec = network.side_input_spec()
+  generators = random_generators(network) if imagine else []
   while not done:
+    if (imagine is not None and length % IMAGINATION_EVERY == 0 and
+        len(imaginations) < IMAGINATION_SNAPSHOTS):
+      states = [g.state.numpy() for g in generators]
+      imaginations.append((length, imagine(windows.frames, [env])))
+      for generator, state in zip(generators, states):
+        generator.state.assign(state)
     side = ({k: tf.constant(v) for k, v in
              network.side_inputs(windows.frames, [env]).items()}
             if side_spec else None)
@@ -151,11 +172,14 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   rng = np.random.default_rng(seed)
   seeds = [EVAL_SEED + seed + i for i in range(episodes)]
   returns, lengths, video = [], [], []
+  imagine = getattr(network, "imagined_frames", None)
+  imaginations: List[Tuple[int, Any]] = []
   try:
     for i, episode_seed in enumerate(seeds):
       episode_return, length, frames = run_episode(
           network, env, episode_seed, rng, greedy, policy_logits,
-          record=(i == 0))
+          record=(i == 0), imagine=imagine if i == 0 else None,
+          imaginations=imaginations)
       returns.append(episode_return)
       lengths.append(length)
       if i == 0:
@@ -164,13 +188,17 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
     env.close()
   out_dir = io_utils.ensure_writable_dir(
       os.path.join(os.path.abspath(workdir), EVAL), "eval directory")
-  video = video[:video_frames]
+  video_all, video = video, video[:video_frames]
   gif = os.path.join(out_dir, "episode_000.gif")
   pictures.save_gif(gif, [pictures.upscale(f) for f in video], duration_ms=80)
   picks = np.unique(np.linspace(0, len(video) - 1, STRIP_FRAMES).astype(int))
   strip = os.path.join(out_dir, "episode_000.png")
   pictures.save_png(strip, pictures.grid(
       [pictures.upscale(np.stack([video[i] for i in picks]))]))
+  imagination_pngs = [
+      dict(step=step, png=_draw_imagination(out_dir, step, imagined,
+                                            video_all, network, config))
+      for step, imagined in imaginations]
   scores = dict(
       returns=returns, lengths=lengths, mean=float(np.mean(returns)),
       std=float(np.std(returns)), min=float(np.min(returns)),
@@ -178,6 +206,26 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
       seeds=seeds, checkpoint=checkpoint, checkpoint_step=counters[
           "learner_step"], env_steps=counters["env_steps"],
       agent=config.agent, env_id=protocol.env_id,
-      envmodel=envmodel or config.envmodel, video=gif, strip=strip)
+      envmodel=envmodel or config.envmodel, video=gif, strip=strip,
+      imagination=imagination_pngs)
   io_utils.atomic_write_json(os.path.join(out_dir, SCORES), scores)
   return scores
+
+
+def _draw_imagination(out_dir: str, step: int, imagined: Dict[str, Any],
+                      frames: List[np.ndarray], network: Any,
+                      config: ml_collections.ConfigDict) -> str:
+  """eval/imagination_stepNNNN.png: what the I2A imagined at `step` of the
+  first episode (`frames`: all its frames) beside the real frames."""
+  jump, depth = network.model.spec.jump, network.depth
+  future = [frames[i] for i in range(step, step + depth * jump + 1, jump)
+            if i < len(frames)]
+  real = np.stack(future + [np.zeros_like(frames[step])] *
+                  (depth + 1 - len(future)))  # [tau + 1, H, W, C]
+  path = os.path.join(out_dir, f"imagination_step{step:04d}.png")
+  pictures.imagination_figure(
+      path, real, len(future) - 1, imagined["frames"][0],
+      imagined["rewards"][0], imagined["first_actions"], jump,
+      title=(f"{config.agent} ({config.network.rollout_policy}, "
+             f"{config.network.model} model): imagination at step {step}"))
+  return path

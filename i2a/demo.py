@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -39,6 +39,7 @@ from i2a import (collection, io_utils, model_evaluation, pictures,
 from i2a.metrics import read_column
 
 STAGES = 6
+TIMING = "demo_time.json"  # the seconds of every invocation, added up
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "configs/demo.py:small", "Demo config file[:preset].")
@@ -109,10 +110,23 @@ def run(config, workdir: str) -> str:
           f"{len(scores[name]['returns'])} episodes", flush=True)
 
   _banner(f"6/{STAGES} report")
+  seconds, invocations = _add_time(workdir, time.monotonic() - started)
   report = write_report(workdir, config, collect_dir, exports, table["table"],
-                        agent_runs, scores, time.monotonic() - started)
+                        agent_runs, scores, seconds, invocations)
   print(f"\nreport: {report}", flush=True)
   return report
+
+
+def _add_time(workdir: str, seconds: float) -> Tuple[float, int]:
+  """Adds this invocation's time to the workdir's total (a rerun skips the
+  finished stages, so the report counts every invocation's time)."""
+  path = os.path.join(workdir, TIMING)
+  total = (io_utils.read_json(path) if os.path.exists(path)
+           else dict(seconds=0.0, invocations=0))
+  total = dict(seconds=total["seconds"] + seconds,
+               invocations=total["invocations"] + 1)
+  io_utils.atomic_write_json(path, total)
+  return total["seconds"], total["invocations"]
 
 
 def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
@@ -132,7 +146,8 @@ def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
 
 def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                  table: str, agent_runs: Dict[str, str],
-                 scores: Dict[str, dict], seconds: float) -> str:
+                 scores: Dict[str, dict], seconds: float,
+                 invocations: int = 1) -> str:
   protocol = io_utils.read_json(os.path.join(collect_dir, runs.PROTOCOL))
   images = os.path.join(workdir, "report_images")
   os.makedirs(images, exist_ok=True)
@@ -152,7 +167,9 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
   lines = [
       "# I2A framework demo report", "",
       f"Preset `{config.preset}`; every number below was measured in this "
-      f"run ({seconds / 60:.1f} minutes).", "",
+      f"run ({seconds / 60:.1f} minutes"
+      + (f" over {invocations} invocations, reruns skipping the finished "
+         "stages" if invocations > 1 else "") + ").", "",
       "## Data", "",
       f"{manifest['steps']:,} train steps in {manifest['episodes']} "
       f"episodes, random policy, protocol:", "",
@@ -177,6 +194,18 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
     lines.append(f"| {name} | {score['env_steps']:,} | "
                  f"{len(score['returns'])} | {score['mean']:.1f} | "
                  f"{score['std']:.1f} |")
+  for name, score in scores.items():
+    if score.get("imagination"):  # an I2A: its imagined rollouts
+      step, source = score["imagination"][-1]["step"], score[
+          "imagination"][-1]["png"]
+      target = os.path.join(images, f"imagination_{name}.png")
+      shutil.copyfile(source, target)
+      lines += ["", f"### What {name} imagines", "",
+                f"At step {step} of its first evaluation episode: each "
+                "rollout's first action, the "
+                "model's rendering of the imagined states and its predicted "
+                "rewards, below the real frames that followed.", "",
+                f"![{name} imagination]({os.path.relpath(target, workdir)})"]
   lines += ["", "## Versions", "", "| package | version |", "|---|---|"]
   for name in list(versions.PINNED) + ["gymnasium", "ale-py", "numpy"]:
     lines.append(f"| {name} | {versions.installed_version(name)} |")

@@ -6,7 +6,8 @@ Loads the newest checkpoint, the config and the protocol of a
 `python -m i2a.train` workdir (and the envmodel export the agent was trained
 with, or --envmodel if it moved), runs the episodes under the recorded
 protocol and writes WORKDIR/eval/scores.json (returns, lengths, mean, std,
-the checkpoint step), eval/episode_000.gif and eval/episode_000.png.
+the checkpoint step), eval/episode_000.gif and eval/episode_000.png, and
+for an I2A eval/imagination_stepNNNN.png (its imagined rollouts).
 """
 
 import json

@@ -131,3 +131,62 @@ def line_plot(path: str, curves: Dict[str, tuple], xlabel: str, ylabel: str,
   with io_utils.atomic_path(path) as tmp:
     fig.savefig(tmp, format="png")
   plt.close(fig)
+
+
+def imagination_figure(path: str, real: np.ndarray, real_steps: int,
+                       imagined: np.ndarray, rewards: np.ndarray,
+                       first_actions: Sequence[int], jump: int,
+                       title: str = "") -> None:
+  """An I2A's imagination at one step, beside what really happened.
+
+  Args:
+    path: the PNG to write.
+    real: [tau + 1, H, W, C], the frame now and the real frames 1..tau
+      model steps later (under the agent's own actions); only the first
+      `real_steps` + 1 exist (the episode may end first), the rest is shown
+      blank.
+    real_steps: how many of the real future frames exist.
+    imagined: [K, tau, H, W, C], the model's rendering of each rollout.
+    rewards: [K, tau], the rewards the model predicted.
+    first_actions: [K], each rollout's fixed first action (-1: pi_r's).
+    jump: c, environment steps per model step (the column labels).
+    title: the figure's title.
+  """
+  real, imagined = to_uint8(real), to_uint8(imagined)
+  num_rollouts, depth = imagined.shape[:2]
+  plt = _pyplot()
+  height, width = real.shape[1:3]
+  scale = 1.6 / max(height, width)
+  fig, axes = plt.subplots(
+      num_rollouts + 1, depth + 1, squeeze=False, dpi=100,
+      figsize=((depth + 1) * width * scale + 1.2,
+               (num_rollouts + 1) * (height * scale + 0.35) + 0.5))
+  for j in range(depth + 1):
+    axes[0, j].set_title("now" if j == 0 else f"+{j * jump} steps",
+                         fontsize=8)
+  rows = [(real, "real (agent's actions)")]
+  for k in range(num_rollouts):
+    label = (f"rollout {k}: a={first_actions[k]}" if first_actions[k] >= 0
+             else f"rollout {k}")
+    rows.append((np.concatenate([real[:1], imagined[k]]),
+                 f"{label}\nsum r={float(np.sum(rewards[k])):.2f}"))
+  for i, (frames, label) in enumerate(rows):
+    for j in range(depth + 1):
+      ax = axes[i, j]
+      if i == 0 and j > real_steps:
+        ax.imshow(np.full_like(frames[0], 255))
+      else:
+        ax.imshow(frames[j], interpolation="nearest")
+      if i > 0 and j > 0:
+        ax.set_xlabel(f"r={float(rewards[i - 1, j - 1]):.2f}", fontsize=7,
+                      labelpad=1)
+      ax.set_xticks([])
+      ax.set_yticks([])
+    axes[i, 0].set_ylabel(label, fontsize=7, rotation=0, ha="right",
+                          va="center")
+  if title:
+    fig.suptitle(title, fontsize=9)
+  fig.tight_layout()
+  with io_utils.atomic_path(path) as tmp:
+    fig.savefig(tmp, format="png")
+  plt.close(fig)

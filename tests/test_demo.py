@@ -18,11 +18,14 @@ def test_demo_runs_every_stage_writes_a_report_and_skips_them_on_rerun(
   # Paths are relative to the workdir: a copied report reads the same.
   assert str(tmp_path) not in text
   assert "over the frozen pretrain/dssm_det/export model" in text
+  assert "### What i2a imagines" in text
   for name in ("learning_curves.png", "open_loop_dssm_det.png",
-               "open_loop_sssm.png"):
+               "open_loop_sssm.png", "imagination_i2a.png"):
     assert os.path.exists(tmp_path / "report_images" / name), name
   assert os.path.exists(tmp_path / "agents" / "i2a" / "eval" / "scores.json")
   done = tmp_path / "pretrain" / "dssm_det" / "pretrain_done.json"
   before = os.stat(done).st_mtime_ns
-  demo.run(config, str(tmp_path))  # finished stages are skipped
+  report = demo.run(config, str(tmp_path))  # finished stages are skipped
   assert os.stat(done).st_mtime_ns == before
+  assert "over 2 invocations, reruns skipping the finished stages" in open(
+      report).read()

@@ -236,6 +236,48 @@ class I2ANetwork(ActorCriticNetwork):
         value=tf.squeeze(self._value_head(hidden), -1),  # [B]
         extras=extras)
 
+  # -- Pictures ------------------------------------------------------------
+
+  def imagined_frames(self, windows: np.ndarray,
+                      envs: Optional[Sequence[object]] = None
+                      ) -> Dict[str, np.ndarray]:
+    """What the agent imagines from `windows` [B, k, H, W, C], as pictures
+    (`python -m i2a.evaluate` draws them): frames float32 [B, K, tau, H, W,
+    C] in [0, 1] (the model's rendering of every imagined state), rewards
+    [B, K, tau] and first_actions [K] (-1 where pi_r chose it).
+
+    The K rollouts are run afresh, eagerly, with the agent's rollout policy
+    (a fresh sample where pi_r or the model samples); the emulator oracle
+    starts from the B environments `envs`, which are only read.
+    """
+    windows = np.asarray(windows)
+    core = imagination_lib.ImaginationCore(
+        self.model, self.rollout_policy, self.num_rollouts, self.depth,
+        imagination="pixels",
+        fix_first_action=self.imagination_core.fix_first_action)
+    state = None
+    if self.needs_env_states:
+      if envs is None or len(envs) != len(windows):
+        raise ValueError(
+            "the emulator oracle imagines from live environments: pass one "
+            f"per window, given {0 if envs is None else len(envs)} for "
+            f"{len(windows)} windows.")
+      state = self.model.initial_state_from_envs(
+          envs, observations=windows[:, -1])
+    try:
+      imagined = core(tf.constant(windows), state)
+    finally:
+      if state is not None:
+        self.model.release(state)
+    frames = imagined.imaginations.numpy()  # [B*K, tau, H, W, C]
+    k = self.num_rollouts
+    first = (imagined.first_actions.numpy()[:k]
+             if core.fix_first_action else np.full([k], -1))
+    return dict(
+        frames=frames.reshape([-1, k, *frames.shape[1:]]),
+        rewards=imagined.rewards.numpy().reshape([-1, k, self.depth]),
+        first_actions=first)
+
   # -- Side inputs: rollouts the actor ran, stored with the unrolls --------
 
   def side_input_spec(self) -> Dict[str, tf.TensorSpec]:

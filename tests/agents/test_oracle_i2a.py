@@ -4,13 +4,14 @@ snapshots of its live environments, stores with every unroll window and the
 learner reads back. Tiny networks on MiniPacman-avoid (16x24x3 frames)."""
 
 import copy
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from agents import builder, evaluation, training
-from agents.acting import Actor, unroll_signature
+from agents.acting import Actor, random_generators, unroll_signature
 from agents.imagination import networks
 from configs.agents import i2a as i2a_config
 from i2a import environments, runs
@@ -145,3 +146,32 @@ def test_the_oracle_i2a_trains_resumes_and_evaluates_through_the_runtime(
   scores = evaluation.evaluate(workdir, episodes=2)
   assert len(scores["returns"]) == 2
   assert np.all(np.isfinite(scores["returns"]))
+  # Its imagination at step 0 (tiny episodes end before step 25).
+  assert [(p["step"], os.path.basename(p["png"]))
+          for p in scores["imagination"]] == [
+              (0, "imagination_step0000.png")]
+  assert os.path.getsize(scores["imagination"][0]["png"]) > 0
+
+
+def test_the_oracles_pictured_imagination_is_what_it_stores():
+  config = _config(rollout_policy="random", depth=2)
+  network = _network(config)
+  envs, windows = _envs(config, 2)
+  for env in envs:
+    env.step(1)
+  state = [copy.deepcopy(env) for env in envs]
+  generators = random_generators(network)  # pi_r's, drawn at depth 2
+  before = [g.state.numpy() for g in generators]
+  stored = network.side_inputs(windows, state)
+  for generator, value in zip(generators, before):
+    generator.state.assign(value)
+  pictured = network.imagined_frames(windows, envs)
+  assert pictured["frames"].shape == (2, NUM_ACTIONS, 2, *FRAME)
+  np.testing.assert_array_equal(
+      pictured["frames"], stored["imagined_frames"] / np.float32(255))
+  np.testing.assert_array_equal(pictured["rewards"],
+                                stored["imagined_rewards"])
+  np.testing.assert_array_equal(pictured["first_actions"],
+                                np.arange(NUM_ACTIONS))
+  with pytest.raises(ValueError, match="pass one per window, given 1 for 2"):
+    network.imagined_frames(windows, envs[:1])

@@ -276,6 +276,49 @@ def test_a2c_beats_the_random_policy_on_minipacman_avoid(tmp_path):
   assert scores["mean"] >= random_mean + 4.0, (scores["mean"], random_mean)
 
 
+def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
+    tmp_path):
+  """The pictures run the rollouts again with pi_r's sampler, whose state
+  is put back: the episode is the one played without them."""
+  from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
+  config = i2a_config.get_config("tiny")
+  config.envmodel = _export(tmp_path / "export")
+  config.env_steps = 12
+  config.protocol.max_episode_frames = 60  # room for steps 0, 25, 50
+  workdir = str(tmp_path / "run")
+  training.run(config, workdir)
+  _, protocol, checkpoint = evaluation.load_run(workdir)
+  network, _ = evaluation.load_agent(config, protocol, checkpoint, "")
+  logits = tf.function(lambda w, s: network(w, s).policy_logits)
+  env = environments.make_env(protocol)
+  episodes = []
+  for imagine in (None, network.imagined_frames):
+    imaginations = []
+    episodes.append(evaluation.run_episode(
+        network, env, 7, np.random.default_rng(0), False, logits,
+        record=True, imagine=imagine, imaginations=imaginations))
+  env.close()
+  (plain_return, plain_length, plain_frames), (ret, length, frames) = episodes
+  assert (ret, length) == (plain_return, plain_length) and length > 25
+  np.testing.assert_array_equal(np.stack(frames), np.stack(plain_frames))
+  assert [step for step, _ in imaginations] == [
+      t for t in (0, 25, 50) if t < length]
+  imagined = imaginations[0][1]
+  k, tau = network.num_rollouts, network.depth
+  assert imagined["frames"].shape == (1, k, tau, 16, 24, 3)
+  assert np.all((imagined["frames"] >= 0) & (imagined["frames"] <= 1))
+  assert imagined["rewards"].shape == (1, k, tau)
+  assert np.all(np.isfinite(imagined["rewards"]))
+  np.testing.assert_array_equal(imagined["first_actions"], np.arange(k) % 5)
+  scores = evaluation.evaluate(workdir, episodes=1)
+  assert [(p["step"], os.path.basename(p["png"]))
+          for p in scores["imagination"]] == [
+              (t, f"imagination_step{t:04d}.png") for t in (0, 25, 50)
+              if t < scores["lengths"][0]]
+  for picture in scores["imagination"]:
+    assert os.path.getsize(picture["png"]) > 0
+
+
 @pytest.mark.parametrize("learner_rollouts", ["auto", "recompute"])
 def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
                                                         learner_rollouts):
