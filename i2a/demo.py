@@ -196,15 +196,14 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                  f"{score['std']:.1f} |")
   for name, score in scores.items():
     if score.get("imagination"):  # an I2A: its imagined rollouts
-      step, source = score["imagination"][-1]["step"], score[
-          "imagination"][-1]["png"]
+      last = score["imagination"][-1]  # {"step", "png"}
       target = os.path.join(images, f"imagination_{name}.png")
-      shutil.copyfile(source, target)
+      shutil.copyfile(last["png"], target)
       lines += ["", f"### What {name} imagines", "",
-                f"At step {step} of its first evaluation episode: each "
-                "rollout's first action, the "
-                "model's rendering of the imagined states and its predicted "
-                "rewards, below the real frames that followed.", "",
+                f"At step {last['step']} of its first evaluation episode: "
+                "each rollout's first action, the model's rendering of the "
+                "imagined states and its predicted rewards, below the real "
+                "frames that followed.", "",
                 f"![{name} imagination]({os.path.relpath(target, workdir)})"]
   lines += ["", "## Versions", "", "| package | version |", "|---|---|"]
   for name in list(versions.PINNED) + ["gymnasium", "ale-py", "numpy"]:
