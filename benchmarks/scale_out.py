@@ -14,17 +14,20 @@ Reported per row, over the timed part (from the learner's metrics.csv):
                        (distributed: measured in the dataset; embedded: the
                        actor's turn) or in logging
   data wait            fraction of wall time the learner waited for unrolls
-Writes benchmarks/results/scale_out.json and prints a markdown table.
+Writes benchmarks/results/scale_out.json (or --output) and prints a
+markdown table. `--set KEY=VALUE` (repeatable) overrides a config field in
+every row, e.g. an I2A's envmodel export:
 
   python benchmarks/scale_out.py [--actors 1,2,4] [--seconds 40]
       [--warmup_steps 50] [--no_embedded] [--config configs/agents/a2c.py:minipacman]
+      [--set envmodel=RUN/dssm_det/export --set log_every=5] [--output FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
-import json
 import os
 import platform
 import signal
@@ -43,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from agents import training
+from i2a import io_utils
 
 RESULTS = os.path.join(HERE, "results")
 # Cadence for a measurement: log often, never plot or checkpoint midway.
@@ -50,12 +54,34 @@ OVERRIDES = {"env_steps": 10**9, "log_every": 25, "checkpoint_every": 10**6,
              "plot_every": 10**6}
 
 
-def load_config(spec: str):
+def parse_sets(sets: List[str]) -> Dict[str, str]:
+  """["key=value", ...] -> {key: value} (values as given on a command line)."""
+  out = {}
+  for item in sets:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+      raise SystemExit(f"--set expects KEY=VALUE (e.g. envmodel=RUN/export), "
+                       f"given {item!r}")
+    out[key] = value
+  return out
+
+
+def _literal(value: str) -> Any:
+  try:
+    return ast.literal_eval(value)
+  except (ValueError, SyntaxError):
+    return value  # a string, e.g. a path
+
+
+def load_config(spec: str, sets: Dict[str, str]):
   path, _, preset = spec.partition(":")
   module = __import__(path[:-len(".py")].replace("/", "."),
                       fromlist=["get_config"])
   config = module.get_config(preset)
   config.update(OVERRIDES)
+  for key, value in sets.items():
+    parent, _, name = key.rpartition(".")
+    (config if not parent else config[parent])[name] = _literal(value)
   return config
 
 
@@ -99,9 +125,9 @@ def summarise(rows: List[Dict[str, float]]) -> Dict[str, float]:
   return out
 
 
-def measure_embedded(spec: str, seconds: float,
+def measure_embedded(spec: str, sets: Dict[str, str], seconds: float,
                      warmup_steps: int) -> Dict[str, Any]:
-  config = load_config(spec)
+  config = load_config(spec, sets)
   with tempfile.TemporaryDirectory() as tmpdir:
     trainer = training.Trainer(config, os.path.join(tmpdir, "run"))
     try:
@@ -133,7 +159,8 @@ def measure_embedded(spec: str, seconds: float,
               learner_data_wait=acting / wall)
 
 
-def measure_launch(spec: str, actors: int, seconds: float,
+def measure_launch(spec: str, sets: Dict[str, str], actors: int,
+                   seconds: float,
                    warmup_steps: int, startup_timeout_s: float = 300.0
                    ) -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
@@ -141,7 +168,8 @@ def measure_launch(spec: str, actors: int, seconds: float,
     output = os.path.join(tmpdir, "launch.out")
     command = [sys.executable, "-m", "i2a.launch", f"--config={spec}",
                f"--workdir={workdir}", f"--num_actors={actors}"] + [
-                   f"--config.{k}={v}" for k, v in OVERRIDES.items()]
+                   f"--config.{k}={v}"
+                   for k, v in {**OVERRIDES, **sets}.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     with open(output, "wb") as out:
       launch = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
@@ -176,31 +204,35 @@ def main() -> None:
   parser.add_argument("--warmup_steps", type=int, default=50,
                       help="learner steps before timing starts")
   parser.add_argument("--no_embedded", action="store_true")
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="KEY=VALUE",
+                      help="a config override for every row (repeatable)")
+  parser.add_argument("--output",
+                      default=os.path.join(RESULTS, "scale_out.json"))
   args = parser.parse_args()
+  sets = parse_sets(args.set)
   counts = [int(n) for n in args.actors.split(",") if n]
   rows = []
   load_before = list(os.getloadavg())
   if not args.no_embedded:
     print("measuring embedded ...", file=sys.stderr, flush=True)
-    rows.append(measure_embedded(args.config, args.seconds,
+    rows.append(measure_embedded(args.config, sets, args.seconds,
                                  args.warmup_steps))
   for count in counts:
     print(f"measuring {count} actor process(es) ...", file=sys.stderr,
           flush=True)
-    rows.append(measure_launch(args.config, count, args.seconds,
+    rows.append(measure_launch(args.config, sets, count, args.seconds,
                                args.warmup_steps))
-  config = load_config(args.config)
+  config = load_config(args.config, sets)
   report = dict(
-      config=args.config, num_envs=config.num_envs,
+      config=args.config, overrides=sets, num_envs=config.num_envs,
       unroll_length=config.unroll_length, batch_size=config.batch_size,
       queue_size=config.queue_size, seconds=args.seconds, rows=rows,
       python=platform.python_version(), tensorflow=tf.__version__,
       machine=platform.machine(), cpus=os.cpu_count(),
       load_average_before=load_before, load_average_after=list(
           os.getloadavg()), date=time.strftime("%Y-%m-%dT%H:%M:%S"))
-  os.makedirs(RESULTS, exist_ok=True)
-  with open(os.path.join(RESULTS, "scale_out.json"), "w") as f:
-    json.dump(report, f, indent=2)
+  io_utils.atomic_write_json(args.output, report)
   print(f"\n{args.config}: {config.num_envs} envs x {config.unroll_length} "
         f"steps per actor unroll, batch {config.batch_size}, queue "
         f"{config.queue_size}; {os.cpu_count()} CPUs, load average "
