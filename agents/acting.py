@@ -29,7 +29,8 @@ makes too; terminations, the episodes' usual end here, are exact).
 from __future__ import annotations
 
 import pickle
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 import gymnasium as gym
 import numpy as np
@@ -113,6 +114,27 @@ def random_generators(network: tf.Module) -> List[tf.random.Generator]:
       predicate=lambda m: isinstance(m, tf.random.Generator)))
 
 
+def imagine_quietly(network: ActorCriticNetwork, windows: np.ndarray,
+                    envs: Optional[Sequence[object]]
+                    ) -> Optional[Dict[str, np.ndarray]]:
+  """What `network` imagines from `windows` (an I2A's `imagined_frames`,
+  for pictures), without drawing random numbers of the run: its generators
+  are put back, so acting goes on as if no picture had been taken. None
+  for a network that imagines nothing (A2C), or for the emulator oracle
+  without its environments (an async vector env keeps them elsewhere)."""
+  imagine = getattr(network, "imagined_frames", None)
+  if imagine is None or (envs is None and
+                         getattr(network, "needs_env_states", False)):
+    return None
+  generators = random_generators(network)
+  states = [generator.state.numpy() for generator in generators]
+  try:
+    return imagine(windows, envs)
+  finally:
+    for generator, state in zip(generators, states):
+      generator.state.assign(state)
+
+
 class Actor:
   """Steps a vector env with a network's policy; writes unrolls to Reverb."""
 
@@ -167,6 +189,13 @@ class Actor:
     """uint8 [N, k, H, W, C]: what the policy sees next."""
     return self._windows.frames
 
+  @property
+  def environments(self) -> Optional[List[gym.Env]]:
+    """The N environments, where this process holds them (a SyncVectorEnv's;
+    an async one's live in worker processes: None)."""
+    envs = getattr(self._envs, "envs", None)
+    return None if envs is None else list(envs)
+
   def _logits(self, windows: tf.Tensor,
               side: Optional[Dict[str, tf.Tensor]]) -> tf.Tensor:
     return self.network(windows, side).policy_logits  # [N, A]
@@ -184,10 +213,8 @@ class Actor:
     if not self._side_spec:
       return None
     if self._side_cache is None:
-      # A SyncVectorEnv's environments (an async one's live elsewhere).
-      envs = getattr(self._envs, "envs", None)
-      self._side_cache = self.network.side_inputs(
-          self._windows.frames, None if envs is None else list(envs))
+      self._side_cache = self.network.side_inputs(self._windows.frames,
+                                                  self.environments)
     return self._side_cache
 
   def update(self) -> None:

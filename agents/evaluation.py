@@ -16,14 +16,14 @@ model, beside the real frames that followed).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import ml_collections
 import numpy as np
 import tensorflow as tf
 
 from agents import builder
-from agents.acting import FrameWindows, random_generators, sample_actions
+from agents.acting import FrameWindows, imagine_quietly, sample_actions
 from agents.base import ActorCriticNetwork
 from agents.training import CHECKPOINTS, envmodel_seed
 from i2a import environments, io_utils, pictures, runs
@@ -94,29 +94,29 @@ def load_agent(config: ml_collections.ConfigDict,
 def run_episode(network: ActorCriticNetwork, env, seed: int,
                 rng: np.random.Generator, greedy: bool,
                 policy_logits, record: bool = False,
-                imagine: Optional[Callable[[np.ndarray, list], Any]] = None,
                 imaginations: Optional[List[Tuple[int, Any]]] = None
                 ) -> Tuple[float, int, List[np.ndarray]]:
   """One episode under the agent's policy: (return, length, frames).
 
-  With `imagine` (an I2A's `imagined_frames`), appends (step, what it
-  imagines) to `imaginations` every IMAGINATION_EVERY steps, at most
+  With a list `imaginations` and an I2A, appends (step, what it imagines:
+  `imagined_frames`) every IMAGINATION_EVERY steps, at most
   IMAGINATION_SNAPSHOTS times. The pictures draw no random numbers of the
-  policy: the episode is the one it would be without them.
+  policy (acting.imagine_quietly): the episode is the one it would be
+  without them.
   """
   observation, _ = env.reset(seed=seed)
   windows = FrameWindows(observation[None], network.context_length)
   frames = [observation] if record else []
   episode_return, length, done = 0.0, 0, False
   side_spec = network.side_input_spec()
-  generators = random_generators(network) if imagine else []
   while not done:
-    if (imagine is not None and length % IMAGINATION_EVERY == 0 and
+    if (imaginations is not None and length % IMAGINATION_EVERY == 0 and
         len(imaginations) < IMAGINATION_SNAPSHOTS):
-      states = [g.state.numpy() for g in generators]
-      imaginations.append((length, imagine(windows.frames, [env])))
-      for generator, state in zip(generators, states):
-        generator.state.assign(state)
+      imagined = imagine_quietly(network, windows.frames, [env])
+      if imagined is None:
+        imaginations = None  # this network imagines nothing
+      else:
+        imaginations.append((length, imagined))
     side = ({k: tf.constant(v) for k, v in
              network.side_inputs(windows.frames, [env]).items()}
             if side_spec else None)
@@ -172,14 +172,12 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   rng = np.random.default_rng(seed)
   seeds = [EVAL_SEED + seed + i for i in range(episodes)]
   returns, lengths, video = [], [], []
-  imagine = getattr(network, "imagined_frames", None)
   imaginations: List[Tuple[int, Any]] = []
   try:
     for i, episode_seed in enumerate(seeds):
       episode_return, length, frames = run_episode(
           network, env, episode_seed, rng, greedy, policy_logits,
-          record=(i == 0), imagine=imagine if i == 0 else None,
-          imaginations=imaginations)
+          record=(i == 0), imaginations=imaginations if i == 0 else None)
       returns.append(episode_return)
       lengths.append(length)
       if i == 0:
@@ -218,14 +216,11 @@ def _draw_imagination(out_dir: str, step: int, imagined: Dict[str, Any],
   """eval/imagination_stepNNNN.png: what the I2A imagined at `step` of the
   first episode (`frames`: all its frames) beside the real frames."""
   jump, depth = network.model.spec.jump, network.depth
-  future = [frames[i] for i in range(step, step + depth * jump + 1, jump)
-            if i < len(frames)]
-  real = np.stack(future + [np.zeros_like(frames[step])] *
-                  (depth + 1 - len(future)))  # [tau + 1, H, W, C]
   path = os.path.join(out_dir, f"imagination_step{step:04d}.png")
   pictures.imagination_figure(
-      path, real, len(future) - 1, imagined["frames"][0],
-      imagined["rewards"][0], imagined["first_actions"], jump,
+      path, frames[step:step + depth * jump + 1:jump],
+      imagined["frames"][0], imagined["rewards"][0],
+      imagined["first_actions"], jump,
       title=(f"{config.agent} ({config.network.rollout_policy}, "
              f"{config.network.model} model): imagination at step {step}"))
   return path

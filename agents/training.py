@@ -12,7 +12,8 @@ The run lives in a workdir: config.json / protocol.json (a different
 config is refused on resume), checkpoints/ (network, optimizer, learner
 step, env-step counter, and the actor's state: environments, frame windows,
 RNG; the last N kept), TensorBoard events and metrics.csv, and
-images/learning_curve.png (episode return vs environment steps). Running
+images/learning_curve.png (episode return vs environment steps) and, for
+an I2A, images/imagination.png (what it imagines now). Running
 again in the same workdir resumes from the newest complete checkpoint and
 reproduces, update for update, the run that was not interrupted.
 
@@ -38,7 +39,7 @@ from absl import logging
 
 import envmodels
 from agents import builder, learning
-from agents.acting import Actor, Episode, unroll_signature
+from agents.acting import Actor, Episode, imagine_quietly, unroll_signature
 from agents.variables import VariableClient, VariablePublisher
 from agents import variables as variables_lib
 from i2a import environments, io_utils, pictures, runs
@@ -49,6 +50,7 @@ from i2a.replay import tables
 CHECKPOINTS = "checkpoints"
 ACTOR_STATE = "actor-{step}.pkl"  # next to the TF checkpoint of that step
 LEARNING_CURVE = "learning_curve.png"
+IMAGINATION = "imagination.png"
 # Fields a resumed run may change (budgets, cadence); configs/agents/common.py.
 RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
                     "keep_checkpoints", "plot_every", "eval_episodes")
@@ -331,6 +333,30 @@ class LearnerLoop:
         title=f"{self.config.agent} on {self.config.protocol.env_id}")
     return path
 
+  def draw_imagination(self, step: int) -> Optional[str]:
+    """images/imagination.png (the newest) and TensorBoard `imagination`:
+    what the acting I2A imagines from its first environment's current
+    window. Embedded mode only (the distributed learner holds no
+    environments); None for agents that imagine nothing. Draws no random
+    numbers of the run (acting.imagine_quietly): resuming stays exact."""
+    if self.actor is None:
+      return None
+    envs = self.actor.environments
+    network = self.actor.network
+    windows = self.actor.windows[:1]  # [1, k, H, W, C]
+    imagined = imagine_quietly(network, windows,
+                               None if envs is None else envs[:1])
+    if imagined is None:
+      return None
+    path = os.path.join(self.workdir, "images", IMAGINATION)
+    image = pictures.imagination_figure(
+        path, [windows[0, -1]], imagined["frames"][0], imagined["rewards"][0],
+        imagined["first_actions"], network.model.spec.jump,
+        title=f"{self.config.agent} at learner step {step}: imagination "
+        "from environment 0 (its future is still unknown)")
+    self.log.image(step, "imagination", image)
+    return path
+
   # -- The loop --------------------------------------------------------------
 
   def train(self, should_stop: Callable[[], bool] = lambda: False
@@ -409,6 +435,7 @@ class LearnerLoop:
       if step % config.checkpoint_every == 0 or final:
         self.save()
       if step % config.plot_every == 0 or final:
+        self.draw_imagination(step)
         self.log.flush()
         self.plot_learning_curve()
     self.log.flush()

@@ -133,27 +133,30 @@ def line_plot(path: str, curves: Dict[str, tuple], xlabel: str, ylabel: str,
   plt.close(fig)
 
 
-def imagination_figure(path: str, real: np.ndarray, real_steps: int,
+def imagination_figure(path: str, real: Sequence[np.ndarray],
                        imagined: np.ndarray, rewards: np.ndarray,
                        first_actions: Sequence[int], jump: int,
-                       title: str = "") -> None:
+                       title: str = "") -> np.ndarray:
   """An I2A's imagination at one step, beside what really happened.
 
   Args:
     path: the PNG to write.
-    real: [tau + 1, H, W, C], the frame now and the real frames 1..tau
-      model steps later (under the agent's own actions); only the first
-      `real_steps` + 1 exist (the episode may end first), the rest is shown
-      blank.
-    real_steps: how many of the real future frames exist.
+    real: the frame now [H, W, C], then the real frames 1, 2, .. model
+      steps later (under the agent's own actions) as far as they exist (the
+      episode may end first; during training the future is unknown): 1 to
+      tau + 1 frames. Missing ones are shown blank.
     imagined: [K, tau, H, W, C], the model's rendering of each rollout.
     rewards: [K, tau], the rewards the model predicted.
     first_actions: [K], each rollout's fixed first action (-1: pi_r's).
     jump: c, environment steps per model step (the column labels).
     title: the figure's title.
+
+  Returns:
+    the picture, uint8 [height, width, 3] (for TensorBoard).
   """
-  real, imagined = to_uint8(real), to_uint8(imagined)
+  imagined = to_uint8(imagined)
   num_rollouts, depth = imagined.shape[:2]
+  real = to_uint8(np.stack(list(real)[:depth + 1]))
   plt = _pyplot()
   height, width = real.shape[1:3]
   scale = 1.6 / max(height, width)
@@ -173,10 +176,8 @@ def imagination_figure(path: str, real: np.ndarray, real_steps: int,
   for i, (frames, label) in enumerate(rows):
     for j in range(depth + 1):
       ax = axes[i, j]
-      if i == 0 and j > real_steps:
-        ax.imshow(np.full_like(frames[0], 255))
-      else:
-        ax.imshow(frames[j], interpolation="nearest")
+      ax.imshow(frames[j] if j < len(frames) else
+                np.full_like(frames[0], 255), interpolation="nearest")
       if i > 0 and j > 0:
         ax.set_xlabel(f"r={float(rewards[i - 1, j - 1]):.2f}", fontsize=7,
                       labelpad=1)
@@ -187,6 +188,9 @@ def imagination_figure(path: str, real: np.ndarray, real_steps: int,
   if title:
     fig.suptitle(title, fontsize=9)
   fig.tight_layout()
+  fig.canvas.draw()
+  image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
   with io_utils.atomic_path(path) as tmp:
     fig.savefig(tmp, format="png")
   plt.close(fig)
+  return image

@@ -292,11 +292,10 @@ def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
   logits = tf.function(lambda w, s: network(w, s).policy_logits)
   env = environments.make_env(protocol)
   episodes = []
-  for imagine in (None, network.imagined_frames):
-    imaginations = []
+  for imaginations in (None, []):
     episodes.append(evaluation.run_episode(
         network, env, 7, np.random.default_rng(0), False, logits,
-        record=True, imagine=imagine, imaginations=imaginations))
+        record=True, imaginations=imaginations))
   env.close()
   (plain_return, plain_length, plain_frames), (ret, length, frames) = episodes
   assert (ret, length) == (plain_return, plain_length) and length > 25
@@ -317,6 +316,41 @@ def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
               if t < scores["lengths"][0]]
   for picture in scores["imagination"]:
     assert os.path.getsize(picture["png"]) > 0
+
+
+def test_an_i2a_run_draws_its_imagination_without_changing_the_run(
+    tmp_path):
+  """images/imagination.png and TensorBoard's `imagination` at every plot;
+  drawing at every update trains exactly as drawing only at the end."""
+  from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
+  export = _export(tmp_path / "export")
+  workdirs = {}
+  for plot_every in (1, 1000):
+    config = i2a_config.get_config("tiny")
+    config.envmodel = export
+    config.env_steps = 6 * 4
+    config.plot_every = plot_every
+    workdirs[plot_every] = str(tmp_path / f"plot_every_{plot_every}")
+    training.run(config, workdirs[plot_every])
+  assert os.path.getsize(os.path.join(workdirs[1], "images",
+                                      training.IMAGINATION)) > 0
+  often, once = (_checkpoint_values(workdirs[1]),
+                 _checkpoint_values(workdirs[1000]))
+  assert sorted(often) == sorted(once)
+  for name, value in once.items():
+    np.testing.assert_array_equal(often[name], value, err_msg=name)
+  steps = []
+  for events in sorted(os.listdir(os.path.join(workdirs[1], "tb"))):
+    for event in tf.compat.v1.train.summary_iterator(
+        os.path.join(workdirs[1], "tb", events)):
+      steps += [event.step for value in event.summary.value
+                if value.tag == "imagination"]
+  assert steps == [1, 2, 3, 4]
+
+
+def test_an_a2c_run_draws_no_imagination(trained):
+  assert not os.path.exists(os.path.join(trained[0], "images",
+                                         training.IMAGINATION))
 
 
 @pytest.mark.parametrize("learner_rollouts", ["auto", "recompute"])
