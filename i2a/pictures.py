@@ -165,7 +165,9 @@ def imagination_figure(path: str, real: Sequence[np.ndarray],
       figsize=((depth + 1) * width * scale + 1.2,
                (num_rollouts + 1) * (height * scale + 0.35) + 0.5))
   for j in range(depth + 1):
-    axes[0, j].set_title("now" if j == 0 else f"+{j * jump} steps",
+    steps = j * jump
+    axes[0, j].set_title("now" if j == 0 else
+                         f"+{steps} step{'s' if steps > 1 else ''}",
                          fontsize=8)
   rows = [(real, "real (agent's actions)")]
   for k in range(num_rollouts):
