@@ -62,7 +62,10 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
                   envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
     """The side inputs [B, ...] of `windows` uint8 [B, k, H, W, C], from
     the B live environments that show them (only read, never stepped; None
-    where the caller cannot reach them, e.g. an AsyncVectorEnv's)."""
+    where the caller cannot reach them, e.g. an AsyncVectorEnv's); {} for
+    a network without any."""
+    if not self.side_input_spec():
+      return {}
     raise NotImplementedError(
         f"{type(self).__name__} declares side inputs "
         f"{sorted(self.side_input_spec())} but does not compute them.")

@@ -197,9 +197,10 @@ class I2ANetwork(ActorCriticNetwork):
                model_state: Any = None) -> NetworkOutput:
     """observations: uint8 [B, context_length, H, W, C] (oldest first).
 
-    side_inputs: with the emulator oracle, the rollouts `side_inputs`
-    computed ({"imagined_frames", "imagined_rewards"}); they replace the
-    imagination core's.
+    side_inputs: the stored rollouts `side_inputs` computed (per
+    side_input_spec(): the oracle's imagined_frames, or a learned model's
+    imagined_features and initial_features; imagined_rewards); they
+    replace the imagination core's.
     model_state: optional initial model state for the B samples, used
     instead of model.initial_state(observations) (e.g. the oracle's,
     oracle.initial_state_from_envs(envs), when not using side inputs).

@@ -478,6 +478,8 @@ def test_learner_rollouts_auto_stores_them_where_no_gradient_needs_the_model(
                                   envmodel=load(exports))
   assert network.rollouts_from_actor == stored
   assert bool(network.side_input_spec()) == stored
+  if not stored:  # nothing to compute: no side inputs, no error
+    assert network.side_inputs(np.zeros([1, 3, *FRAME], np.uint8), None) == {}
 
 
 def test_learner_rollouts_refuses_what_cannot_work(exports):
