@@ -3,11 +3,13 @@
 Data flow (DESIGN.md, "train"): before each unroll the actor pulls the
 newest weights from the Reverb `variables` table (`VariableClient`), then
 steps its `num_envs` environments for `unroll_length` steps, sampling
-actions from the network's policy over each environment's last
-`context_length` frames, and writes one item per environment into the
-`unrolls` queue (`unroll_signature`):
+actions from the network's policy over each environment's frame window
+(the frames seen `network.window_offsets` agent steps ago: the last k, or
+a jumpy model's context c steps apart), and writes one item per
+environment into the `unrolls` queue (`unroll_signature`):
 
   observation      uint8 [n + 1, k, H, W, C]  frame windows o_0 .. o_n
+                                              (k = len(window_offsets))
   action           int32 [n]                  a_t taken at o_t
   reward           float32 [n]                r_t after a_t
   discount         float32 [n]                0 if a_t ended the episode by
@@ -50,12 +52,13 @@ class Episode(NamedTuple):
   terminated: bool  # False: truncated (episode cap)
 
 
-def unroll_signature(unroll_length: int, context_length: int,
+def unroll_signature(unroll_length: int, window_length: int,
                      observation_shape: Tuple[int, int, int],
                      num_actions: int,
                      side_inputs: Optional[Mapping[str, tf.TensorSpec]] = None
                      ) -> Dict[str, tf.TensorSpec]:
   """The item signature of the `unrolls` queue (one unroll, no batch axis);
+  `window_length`: frames per window (len(network.window_offsets));
   `side_inputs`: the network's side_input_spec(), one per window."""
   n = unroll_length
   side = {name: tf.TensorSpec([n + 1, *spec.shape], spec.dtype, name)
@@ -66,7 +69,7 @@ def unroll_signature(unroll_length: int, context_length: int,
     raise ValueError(f"side inputs may not reuse the unroll fields {clash}; "
                      "rename them in the network's side_input_spec().")
   return {
-      "observation": tf.TensorSpec([n + 1, context_length, *observation_shape],
+      "observation": tf.TensorSpec([n + 1, window_length, *observation_shape],
                                    tf.uint8, "observation"),
       "action": tf.TensorSpec([n], tf.int32, "action"),
       "reward": tf.TensorSpec([n], tf.float32, "reward"),
@@ -77,20 +80,52 @@ def unroll_signature(unroll_length: int, context_length: int,
   }
 
 
-class FrameWindows:
-  """The last `context_length` frames of each environment, oldest first."""
+def consecutive_offsets(length: int) -> Tuple[int, ...]:
+  """The offsets of a window of the last `length` frames: (length - 1, ...,
+  1, 0)."""
+  return tuple(range(length - 1, -1, -1))
 
-  def __init__(self, first_frames: np.ndarray, context_length: int):
+
+def check_offsets(offsets: Sequence[int]) -> Tuple[int, ...]:
+  """Validates window offsets: non-empty, strictly decreasing, ending in 0."""
+  offsets = tuple(int(o) for o in offsets)
+  if (not offsets or offsets[-1] != 0 or
+      any(a <= b for a, b in zip(offsets, offsets[1:]))):
+    raise ValueError("window offsets must be strictly decreasing agent-step "
+                     "offsets ending in 0 (the newest frame), e.g. (6, 3, 0),"
+                     f" given {offsets}.")
+  return offsets
+
+
+class FrameWindows:
+  """Each environment's window: the frames seen `offsets` agent steps ago.
+
+  `offsets` (oldest first, ending in 0; a network's `window_offsets`): e.g.
+  (2, 1, 0) for the last 3 frames, (6, 3, 0) for a jumpy model's 3 context
+  frames c = 3 steps apart. The history keeps the last offsets[0] + 1
+  frames of each environment; at an episode start it is filled with that
+  episode's first frame, so no window ever mixes two episodes (the model
+  sees a still context, as at the start of every training episode).
+  """
+
+  def __init__(self, first_frames: np.ndarray, offsets: Sequence[int]):
     """first_frames: uint8 [N, H, W, C], each env's episode's first frame."""
-    self.context_length = context_length
-    self.frames = np.repeat(first_frames[:, None], context_length,
-                            axis=1)  # [N, k, H, W, C]
+    self.offsets = check_offsets(offsets)
+    self.history = np.repeat(first_frames[:, None], self.offsets[0] + 1,
+                             axis=1)  # [N, offsets[0] + 1, H, W, C]
+    self._index = np.array([self.offsets[0] - o for o in self.offsets])
+
+  @property
+  def frames(self) -> np.ndarray:
+    """uint8 [N, len(offsets), H, W, C]: the windows, oldest first."""
+    return self.history[:, self._index]
 
   def push(self, frames: np.ndarray, new_episode: np.ndarray) -> None:
     """frames [N, H, W, C] after a step; new_episode [N] bool: they start one."""
-    self.frames = np.concatenate([self.frames[:, 1:], frames[:, None]], axis=1)
+    self.history = np.concatenate([self.history[:, 1:], frames[:, None]],
+                                  axis=1)
     for i in np.flatnonzero(new_episode):
-      self.frames[i] = frames[i]  # Broadcast: k copies of the first frame.
+      self.history[i] = frames[i]  # Broadcast: the first frame throughout.
 
 
 def sample_actions(logits: np.ndarray, rng: np.random.Generator,
@@ -173,7 +208,7 @@ class Actor:
     self._writer: Optional[reverb.TrajectoryWriter] = None
     self.num_envs = envs.num_envs
     observations, _ = envs.reset(seed=seed)
-    self._windows = FrameWindows(observations, network.context_length)
+    self._windows = FrameWindows(observations, network.window_offsets)
     self._returns = np.zeros(self.num_envs)
     self._lengths = np.zeros(self.num_envs, np.int64)
     self.env_steps = 0  # steps over all envs, since this actor started
@@ -304,7 +339,7 @@ class Actor:
       logging.warning("the actor's environments cannot be pickled (%s): a "
                       "resumed run restarts their episodes.", e)
       envs = None
-    return dict(envs=envs, windows=self._windows.frames.copy(),
+    return dict(envs=envs, history=self._windows.history.copy(),
                 side_cache=self._side_cache,
                 network_generators=[generator.state.numpy() for generator
                                     in random_generators(self.network)],
@@ -320,7 +355,14 @@ class Actor:
                          f"this one runs {self.num_envs}.")
       self._envs.close()
       self._envs = envs
-      self._windows.frames = np.array(state["windows"])
+      # Actors saved before window offsets kept their (consecutive) window.
+      history = np.array(state.get("history", state.get("windows")))
+      if history.shape != self._windows.history.shape:
+        raise ValueError(
+            f"the saved actor kept frame histories of shape {history.shape}, "
+            f"this one keeps {self._windows.history.shape}: a network with "
+            "other window offsets.")
+      self._windows.history = history
       self._returns = np.array(state["returns"])
       self._lengths = np.array(state["lengths"])
       self._side_cache = state.get("side_cache")

@@ -1,7 +1,8 @@
 """The actor-critic network interface every agent in agents/ implements.
 
-Data flow: actors (agents/acting.py) call the network on the last
-`context_length` frames of each environment to pick actions; the learner
+Data flow: actors (agents/acting.py) call the network on a window of each
+environment's frames (`window_offsets`: the last `context_length`, or a
+jumpy model's context c steps apart) to pick actions; the learner
 (agents/learning.py) calls it on batches of unrolls read from the Reverb
 `unrolls` queue and minimises the actor-critic loss plus the network's own
 `auxiliary_loss` (e.g. the I2A's distillation loss). Networks are
@@ -46,12 +47,23 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
     self.num_actions = num_actions
     self.context_length = context_length
 
+  @property
+  def window_offsets(self) -> Tuple[int, ...]:
+    """The frames of one observation window, oldest first: how many agent
+    steps before the newest frame each was seen (strictly decreasing,
+    ending in 0). The actor keeps offsets[0] + 1 frames per environment and
+    passes these (agents/acting.py, FrameWindows). Default: the last
+    `context_length` frames, (k - 1, ..., 1, 0); the I2A over a jumpy model
+    adds its model's context, c steps apart."""
+    return tuple(range(self.context_length - 1, -1, -1))
+
   @abc.abstractmethod
   def __call__(self, observations: tf.Tensor,
                side_inputs: Optional[Mapping[str, tf.Tensor]] = None
                ) -> NetworkOutput:
-    """observations: uint8 [B, context_length, H, W, C] (oldest first);
-    side_inputs: {name: [B, ...]} per side_input_spec() (None if empty)."""
+    """observations: uint8 [B, len(window_offsets), H, W, C] (oldest
+    first); side_inputs: {name: [B, ...]} per side_input_spec() (None if
+    empty)."""
 
   def side_input_spec(self) -> Dict[str, tf.TensorSpec]:
     """{name: spec of one window's side input (no batch axis)}; {} if the

@@ -145,7 +145,8 @@ def create_variables(network: ActorCriticNetwork,
   its variables exist."""
   side = {name: np.zeros([1, *spec.shape], spec.dtype.as_numpy_dtype)
           for name, spec in network.side_input_spec().items()}
-  network(np.zeros([1, network.context_length, *observation_shape], np.uint8),
+  network(np.zeros([1, len(network.window_offsets), *observation_shape],
+                   np.uint8),
           side or None)
 
 

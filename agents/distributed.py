@@ -109,7 +109,7 @@ class _Setup:
     config = self.config
     return {
         tables.UNROLLS: unroll_signature(
-            config.unroll_length, config.context_length,
+            config.unroll_length, len(network.window_offsets),
             self.observation_shape, self.num_actions,
             network.side_input_spec()),
         tables.VARIABLES: variables_lib.signature(

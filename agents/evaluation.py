@@ -105,7 +105,7 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
   without them.
   """
   observation, _ = env.reset(seed=seed)
-  windows = FrameWindows(observation[None], network.context_length)
+  windows = FrameWindows(observation[None], network.window_offsets)
   frames = [observation] if record else []
   episode_return, length, done = 0.0, 0, False
   side_spec = network.side_input_spec()

@@ -116,7 +116,7 @@ class Trainer:
     builder.create_variables(network, self.observation_shape)
     self.server = tables.start_server([
         tables.unrolls_table(
-            unroll_signature(config.unroll_length, config.context_length,
+            unroll_signature(config.unroll_length, len(network.window_offsets),
                              self.observation_shape, self.num_actions,
                              network.side_input_spec()),
             max_size=config.queue_size),

@@ -32,7 +32,7 @@ import numpy as np
 
 import envmodels
 from agents import builder
-from agents.acting import FrameWindows
+from agents.acting import FrameWindows, consecutive_offsets
 from agents.planning import planner as planner_lib
 from i2a import environments, io_utils, pictures, runs
 from i2a.progress import Progress
@@ -174,7 +174,10 @@ def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
     slot.episode, next_episode = next_episode, next_episode + 1
     observation, _ = slot.env.reset(seed=seeds[slot.episode])
     slot.episode_return, slot.length = 0.0, 0
-    slot.windows = FrameWindows(observation[None], policy.context_length)
+    # The planner acts once per model step (c primitive steps): its
+    # consecutive windows are the model's c-spaced context.
+    slot.windows = FrameWindows(observation[None],
+                                consecutive_offsets(policy.context_length))
     if slot.episode == 0:
       frames.append(observation)
 

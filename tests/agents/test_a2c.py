@@ -118,7 +118,7 @@ def test_registry_builds_registered_factories_and_refuses_unknown_names():
 
 def test_frame_windows_start_filled_with_the_first_frame_and_slide():
   first = np.arange(2)[:, None, None, None] * np.ones([2, *SHAPE], np.uint8)
-  windows = FrameWindows(first.astype(np.uint8), 3)
+  windows = FrameWindows(first.astype(np.uint8), (2, 1, 0))
   assert windows.frames.shape == (2, 3, *SHAPE)
   assert (windows.frames[1] == 1).all()
   windows.push(np.full([2, *SHAPE], 7, np.uint8), np.array([False, True]))
