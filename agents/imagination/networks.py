@@ -1,13 +1,17 @@
 """The I2A network (Weber et al. 2017; Buesing et al. 2018, Fig. 2).
 
 Where it sits in the data flow: registered as 'i2a' in agents.builder;
-actors (agents/acting.py) call it on the last `context_length` frames of
-each environment, the learner (agents/learning.py) on batches of unrolls and
+actors (agents/acting.py) call it on each environment's frame window
+(`window_offsets`), the learner (agents/learning.py) on batches of unrolls and
 adds `auxiliary_loss` (distillation or the learning-to-query entropy
 penalty) to the actor-critic loss, updating `learnable_variables` only: the
 envmodel's weights never change (a loaded model has no trainable variables;
 an attached imagination prior p_imag is the exception, by design).
 
+  window            the frames seen `window_offsets` agent steps ago: the
+                    model's context, c = spec.jump steps apart as in its
+                    training windows (offsets (k-1)c, ..., c, 0), and the
+                    latest `model_free_frames` frames
   model-free path   ConvTorso (agents/a2c) over the latest
                     `model_free_frames` frames -> [B, F]
   model-based path  ImaginationCore: s_t|t from the context frames, K
@@ -142,6 +146,17 @@ class I2ANetwork(ActorCriticNetwork):
         learner_rollouts, rollout_policy, imagination, model,
         self.needs_env_states)
     self._observation_shape = tuple(observation_shape)
+    # The model's context frames are c agent steps apart, as in the windows
+    # it was trained on (i2a/replay/episodes.py); the model-free path reads
+    # the latest frames. The window holds the union, oldest first.
+    k, c = spec.context_length, spec.jump
+    self._model_offsets = tuple((k - 1 - i) * c for i in range(k))
+    free_offsets = tuple(range(model_free_frames - 1, -1, -1))
+    self._window_offsets = tuple(sorted(
+        set(self._model_offsets) | set(free_offsets), reverse=True))
+    self._model_index = [self._window_offsets.index(o)
+                         for o in self._model_offsets]
+    self._free_index = [self._window_offsets.index(o) for o in free_offsets]
     self._stored_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
     self.model_free_frames = model_free_frames
     self.distillation_weight = float(distillation_weight)
@@ -195,7 +210,7 @@ class I2ANetwork(ActorCriticNetwork):
   def __call__(self, observations: tf.Tensor,
                side_inputs: Optional[Mapping[str, tf.Tensor]] = None,
                model_state: Any = None) -> NetworkOutput:
-    """observations: uint8 [B, context_length, H, W, C] (oldest first).
+    """observations: uint8 [B, len(window_offsets), H, W, C], oldest first.
 
     side_inputs: the stored rollouts `side_inputs` computed (per
     side_input_spec(): the oracle's imagined_frames, or a learned model's
@@ -205,18 +220,14 @@ class I2ANetwork(ActorCriticNetwork):
     instead of model.initial_state(observations) (e.g. the oracle's,
     oracle.initial_state_from_envs(envs), when not using side inputs).
     """
-    observations = tf.convert_to_tensor(observations)
-    if observations.shape.rank != 5 or observations.shape[1] != (
-        self.context_length):
-      raise ValueError(f"I2A observations: expected [B, {self.context_length},"
-                       f" H, W, C] (the model's context_length), given shape "
-                       f"{observations.shape.as_list()}.")
-    model_free = self.model_free_torso(frames_on_channels(
-        observations[:, -self.model_free_frames:]))  # [B, hidden]
+    observations = self._check_window(observations)
+    model_free = self.model_free_torso(frames_on_channels(tf.gather(
+        observations, self._free_index, axis=1)))  # [B, hidden]
     if side_inputs:
       imagined = self._stored_imagination(observations, side_inputs)
     else:
-      imagined = self.imagination_core(observations, model_state)
+      imagined = self.imagination_core(self.model_context(observations),
+                                       model_state)
     summaries = self.rollout_encoder(imagined.imaginations,
                                      imagined.rewards)  # [B*K, L]
     aggregated = imagination_lib.split_rollouts(
@@ -237,12 +248,39 @@ class I2ANetwork(ActorCriticNetwork):
         value=tf.squeeze(self._value_head(hidden), -1),  # [B]
         extras=extras)
 
+  # -- Windows ---------------------------------------------------------------
+
+  @property
+  def window_offsets(self) -> Tuple[int, ...]:
+    """The model's context, c agent steps apart ((k-1)c, ..., c, 0), and
+    the model-free path's latest frames, oldest first."""
+    return self._window_offsets
+
+  def model_context(self, windows: tf.Tensor) -> tf.Tensor:
+    """uint8 [B, len(window_offsets), H, W, C] -> the model's context
+    frames [B, context_length, H, W, C], c agent steps apart."""
+    if self._model_index == list(range(len(self._window_offsets))):
+      return windows
+    return tf.gather(windows, self._model_index, axis=1)
+
+  def _check_window(self, observations: Any) -> tf.Tensor:
+    observations = tf.convert_to_tensor(observations)
+    length = len(self._window_offsets)
+    if observations.shape.rank != 5 or observations.shape[1] != length:
+      raise ValueError(
+          f"I2A observations: expected [B, {length}, H, W, C] (the frames "
+          f"{self._window_offsets} agent steps before the newest: "
+          "network.window_offsets), given shape "
+          f"{observations.shape.as_list()}.")
+    return observations
+
   # -- Pictures ------------------------------------------------------------
 
   def imagined_frames(self, windows: np.ndarray,
                       envs: Optional[Sequence[object]] = None
                       ) -> Dict[str, np.ndarray]:
-    """What the agent imagines from `windows` [B, k, H, W, C], as pictures
+    """What the agent imagines from `windows` [B, len(window_offsets), H, W,
+    C], as pictures
     (`python -m i2a.evaluate` draws them): frames float32 [B, K, tau, H, W,
     C] in [0, 1] (the model's rendering of every imagined state), rewards
     [B, K, tau] and first_actions [K] (-1 where pi_r chose it).
@@ -266,7 +304,7 @@ class I2ANetwork(ActorCriticNetwork):
       state = self.model.initial_state_from_envs(
           envs, observations=windows[:, -1])
     try:
-      imagined = core(tf.constant(windows), state)
+      imagined = core(self.model_context(self._check_window(windows)), state)
     finally:
       if state is not None:
         self.model.release(state)
@@ -304,7 +342,8 @@ class I2ANetwork(ActorCriticNetwork):
     """Static shapes of the stored features, read off one probe rollout."""
     if self._stored_shapes is None:
       probe = self.imagination_core(tf.zeros(
-          [1, self.context_length, *self._observation_shape], tf.uint8))
+          [1, self.context_length, *self._observation_shape],
+          tf.uint8))  # the model's context
       shapes = {"imagined_features": (self.num_rollouts, self.depth,
                                       *probe.imaginations.shape[2:])}
       if self.strategy == "distillation":
@@ -314,12 +353,14 @@ class I2ANetwork(ActorCriticNetwork):
 
   def side_inputs(self, windows: np.ndarray,
                   envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
-    """The actor's K rollouts for `windows` [B, k, H, W, C]: from the
+    """The actor's K rollouts for `windows` [B, len(window_offsets), H, W,
+    C]: from the
     learned model, or from the B live environments `envs` for the oracle
     (only read: snapshots are restored into the oracle's own worker env)."""
     if not self.rollouts_from_actor:
       return super().side_inputs(windows, envs)
     windows = np.asarray(windows)
+    self._check_window(windows)
     if not self.needs_env_states:
       return {name: value.numpy() for name, value in
               self._model_rollouts(tf.constant(windows)).items()}
@@ -334,15 +375,15 @@ class I2ANetwork(ActorCriticNetwork):
   @tf.function
   def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
     return imagination_lib.to_side_inputs(
-        self.imagination_core(windows), self.num_rollouts,
-        with_initial_features=self.strategy == "distillation")
+        self.imagination_core(self.model_context(windows)),
+        self.num_rollouts, with_initial_features=self.strategy == "distillation")
 
   @tf.function
   def _oracle_rollouts(self, windows: tf.Tensor, state: Any
                        ) -> Dict[str, tf.Tensor]:
     return imagination_lib.to_side_inputs(
-        self.imagination_core(windows, state), self.num_rollouts,
-        frame_shape=self._observation_shape,
+        self.imagination_core(self.model_context(windows), state),
+        self.num_rollouts, frame_shape=self._observation_shape,
         abstract=self.imagination == "abstract")
 
   def _stored_imagination(self, observations: tf.Tensor,

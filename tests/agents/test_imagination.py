@@ -530,3 +530,41 @@ def test_stored_rollouts_give_the_learner_the_actors_outputs_and_gradients(
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
   with pytest.raises(ValueError, match="lack 'initial_features'"):
     stored(obs, {k: v for k, v in side.items() if k != "initial_features"})
+
+
+# -- Jumpy context: the model reads frames c agent steps apart -------------
+
+
+def test_a_jumpy_models_context_is_c_steps_apart_and_never_crosses_episodes(
+    exports):
+  from agents.acting import Actor  # pylint: disable=import-outside-toplevel
+  from tests import fakes  # pylint: disable=import-outside-toplevel
+  model = load(exports, "det_jump2")  # c = 2, k = 3
+  network = make(model, model_free_frames=2)
+  assert network.window_offsets == (4, 2, 1, 0)  # model: 4, 2, 0
+  starts = _Recorder(model, "initial_state")
+  windows = observations(batch=1)
+  windows = tf.concat([windows, windows[:, :1]], axis=1)  # [1, 4, ...]
+  network(windows)
+  np.testing.assert_array_equal(starts.calls[0][0],
+                                tf.gather(windows, [0, 1, 3], axis=1))
+
+  envs = fakes.counting_vector_env(
+      3, shape=FRAME, num_actions=NUM_ACTIONS, min_length=2, max_length=7)
+  actor = Actor(network, envs, unroll_length=4, seed=0)
+  stored = []
+  for _ in range(6):
+    batch, _ = actor.unroll()
+    stored.append(batch["observation"])  # [N, n + 1, 4, H, W, C]
+  windows = np.concatenate(stored, axis=1).reshape([-1, 4, *FRAME])
+  steps = windows[:, :, 0, 0, 0].astype(int)  # [W, 4]: step in the episode
+  episodes = windows[:, :, 0, 0, 1]
+  assert (episodes == episodes[:, -1:]).all()  # one episode per window
+  newest = steps[:, -1]
+  np.testing.assert_array_equal(
+      steps, np.maximum(newest[:, None] - np.array([4, 2, 1, 0]), 0))
+  assert newest.max() >= 4  # some windows reach back a full context
+  context = network.model_context(windows).numpy()[:, :, 0, 0, 0]
+  np.testing.assert_array_equal(
+      context, np.maximum(newest[:, None] - np.array([4, 2, 0]), 0))
+  actor.close()
