@@ -482,7 +482,8 @@ class DistributedLearner:
     # Built (its envmodel loaded and checked) before the workdir is written.
     network = setup.network("learner")
     self.workdir = runs.prepare_workdir(workdir, config, setup.protocol,
-                                        ignore=training.RESUMABLE_FIELDS)
+                                        ignore=training.RESUMABLE_FIELDS,
+                                        legacy=training.LEGACY_VALUES)
     self.client = connect(address, connect_timeout_s, stop)
     check_server_tables(self.client, address, setup.signatures(network))
     self.generation = next_generation(self.workdir)
@@ -499,6 +500,7 @@ class DistributedLearner:
                          config.optimizer.decay, config.optimizer.epsilon),
         discount=config.loss.discount, value_coef=config.loss.value_coef,
         entropy_coef=config.loss.entropy_coef,
+        reward_clipping=config.loss.reward_clipping,
         clip_norm=config.optimizer.clip_norm, publisher=self.publisher,
         logger=lambda step, metrics: self.timing.add_step(
             self.learner.last_step_time_s))

@@ -5,8 +5,8 @@ queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
 batches of `batch_size` unrolls; `Learner.step()` runs one update in the
 private tf.function `_step()` (the network over all n + 1 windows of every
 unroll, with their stored side inputs if it declares any;
-`agents.losses.actor_critic_loss` bootstrapped from the last window's
-value, plus `network.auxiliary_loss`; global-norm clipped RMSProp on
+`agents.losses.actor_critic_loss` on the clipped rewards (`reward_clipping`)
+bootstrapped from the last window's value, plus `network.auxiliary_loss`; global-norm clipped RMSProp on
 `network.learnable_variables`), counts and times it, and publishes the new
 weights to the `variables` table for the actors.
 """
@@ -26,6 +26,22 @@ from agents.variables import VariablePublisher
 from i2a.replay import tables
 
 Logger = Callable[[int, Mapping[str, float]], None]
+
+# What the loss sees of the environment's rewards (config.loss.reward_clipping):
+# 'sign' clips them to {-1, 0, 1} as the A2C and I2A papers train on Atari
+# (scores range from 10 to 1,600 per step on MsPacman); 'none' uses them as
+# stored. Unrolls keep the unclipped rewards; episode returns are game points.
+REWARD_CLIPPINGS = ("sign", "none")
+
+
+def clip_rewards(rewards: tf.Tensor, reward_clipping: str) -> tf.Tensor:
+  """The rewards the loss trains on, per REWARD_CLIPPINGS."""
+  if reward_clipping == "sign":
+    return tf.sign(rewards)
+  if reward_clipping == "none":
+    return rewards
+  raise ValueError(f"reward_clipping must be one of {REWARD_CLIPPINGS}, "
+                   f"given {reward_clipping!r}.")
 
 
 def unroll_dataset(server_address: str, batch_size: int,
@@ -66,6 +82,7 @@ class Learner:
   def __init__(self, network: ActorCriticNetwork, dataset: tf.data.Dataset,
                optimizer: snt.Optimizer, *, discount: float,
                value_coef: float, entropy_coef: float, clip_norm: float,
+               reward_clipping: str = "sign",
                publisher: Optional[VariablePublisher] = None,
                logger: Optional[Logger] = None):
     """
@@ -75,6 +92,7 @@ class Learner:
       optimizer: applied to network.learnable_variables.
       discount, value_coef, entropy_coef: agents.losses.actor_critic_loss.
       clip_norm: global gradient norm clip.
+      reward_clipping: REWARD_CLIPPINGS: what the loss sees of the rewards.
       publisher: writes the weights to the `variables` table after each step.
       logger: called as logger(learner_step, metrics) after each step.
     """
@@ -83,6 +101,8 @@ class Learner:
     self._loss_args = dict(gamma=discount, value_coef=value_coef,
                            entropy_coef=entropy_coef)
     self._clip_norm = clip_norm
+    clip_rewards(tf.zeros([1]), reward_clipping)  # refuses unknown modes
+    self._reward_clipping = reward_clipping
     self._publisher = publisher
     self._logger = logger
     self._iterator = iter(dataset)
@@ -119,7 +139,8 @@ class Learner:
           policy_logits=to_time_major(logits[:, :-1]),  # [n, B, A]
           values=to_time_major(values[:, :-1]),  # [n, B]
           actions=to_time_major(batch["action"]),
-          rewards=to_time_major(batch["reward"]),
+          rewards=to_time_major(clip_rewards(batch["reward"],
+                                             self._reward_clipping)),
           discounts=to_time_major(batch["discount"]),
           bootstrap_value=values[:, -1],  # [B]
           **self._loss_args)

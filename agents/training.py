@@ -54,6 +54,13 @@ IMAGINATION = "imagination.png"
 # Fields a resumed run may change (budgets, cadence); configs/agents/common.py.
 RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
                     "keep_checkpoints", "plot_every", "eval_episodes")
+# Fields added to the agents' configs since runs were first made, with the
+# value that reproduces those runs exactly (i2a/runs.py): an old A2C run
+# resumes with --config.loss.reward_clipping=none
+# --config.network.head_hidden=0. I2A runs made before the context of jumpy
+# models was spaced and rollout noise seeded have no such path (the
+# network.reward_transform field is new to them and has no legacy value).
+LEGACY_VALUES = {"loss.reward_clipping": "none", "network.head_hidden": 0}
 # The embedded learner never waits longer than this for unrolls.
 EMBEDDED_TIMEOUT_MS = 120_000
 
@@ -100,7 +107,8 @@ class Trainer:
       actor_model = envmodels.load(config.envmodel,
                                    seed=envmodel_seed(config, "actor"))
     self.workdir = runs.prepare_workdir(workdir, config, self.protocol,
-                                        ignore=RESUMABLE_FIELDS)
+                                        ignore=RESUMABLE_FIELDS,
+                                        legacy=LEGACY_VALUES)
     tf.random.set_seed(config.seed)
     self._exit = contextlib.ExitStack()
     try:
@@ -136,6 +144,7 @@ class Trainer:
                          config.optimizer.decay, config.optimizer.epsilon),
         discount=config.loss.discount, value_coef=config.loss.value_coef,
         entropy_coef=config.loss.entropy_coef,
+        reward_clipping=config.loss.reward_clipping,
         clip_norm=config.optimizer.clip_norm,
         publisher=publisher)
     acting_network = builder.build_network(

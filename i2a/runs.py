@@ -2,14 +2,21 @@
 
 Every binary writes `config.json` (the resolved config) and `protocol.json`
 into its workdir. Running again in the same workdir resumes; a config that
-differs in a field listed as `identity` is refused with the differences,
-because resuming it would mix two experiments.
+differs in any field but the `ignore`d ones (budgets, cadences) is refused
+with the differences, because resuming it would mix two experiments.
+
+Fields added to a config later are missing from older workdirs' config.json
+and count as differences, so a run made before a change of meaning is never
+continued under the new meaning. Where the new field has a value that
+reproduces the old behaviour exactly (`legacy`, e.g. the agents'
+loss.reward_clipping='none'), passing that value resumes the old run, and
+config.json gains the field: the documented upgrade path (docs/agents.md).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional
 
 import ml_collections
 
@@ -37,22 +44,30 @@ def _flatten(data: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
 
 
 def config_differences(old: Dict[str, Any], new: Dict[str, Any],
-                       ignore: Iterable[str] = ()) -> Dict[str, Any]:
-  """{field: (old, new)} for fields that differ, except `ignore` prefixes."""
+                       ignore: Iterable[str] = (),
+                       legacy: Optional[Mapping[str, Any]] = None
+                       ) -> Dict[str, Any]:
+  """{field: (old, new)} for fields that differ, except `ignore` prefixes
+  and fields missing from `old` whose new value is their `legacy` value
+  (the one that reproduces runs made before the field existed)."""
   old_flat, new_flat = _flatten(old), _flatten(new)
-  ignore = tuple(ignore)
+  ignore, legacy = tuple(ignore), dict(legacy or {})
   return {k: (old_flat.get(k), new_flat.get(k))
           for k in sorted(set(old_flat) | set(new_flat))
-          if old_flat.get(k) != new_flat.get(k) and not k.startswith(ignore)}
+          if old_flat.get(k) != new_flat.get(k) and not k.startswith(ignore)
+          and not (k not in old_flat and k in legacy and
+                   new_flat.get(k) == legacy[k])}
 
 
 def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     protocol: Optional[Protocol],
-                    ignore: Iterable[str] = ()) -> str:
+                    ignore: Iterable[str] = (),
+                    legacy: Optional[Mapping[str, Any]] = None) -> str:
   """Creates/validates `workdir`, writes config.json and protocol.json.
 
   Raises ValueError when the workdir holds a run whose config differs
-  (outside `ignore`d fields such as budgets that may grow on resume).
+  (outside `ignore`d fields such as budgets that may grow on resume, and
+  fields added since that the new config sets to their `legacy` value).
   """
   workdir = io_utils.ensure_writable_dir(workdir)
   config_dict = config.to_dict()
@@ -63,19 +78,46 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
     except ValueError:
       previous = None
     if previous is not None:
-      diff = config_differences(previous, _jsonable(config_dict), ignore)
+      diff = config_differences(_with_protocol_defaults(previous),
+                                _jsonable(config_dict), ignore, legacy)
       if diff:
-        lines = "\n".join(f"  {k}: {a!r} -> {b!r}"
-                          for k, (a, b) in diff.items())
-        raise ValueError(
-            f"workdir {workdir} holds a run with a different config; "
-            f"resuming would mix two experiments:\n{lines}\nUse another "
-            "--workdir, or delete this one to start over.")
+        raise ValueError(_difference_message(workdir, diff, legacy or {}))
   io_utils.atomic_write_json(path, _jsonable(config_dict))
   if protocol is not None:
     io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
                                protocol.to_json())
   return workdir
+
+
+def _difference_message(workdir: str, diff: Dict[str, Any],
+                        legacy: Mapping[str, Any]) -> str:
+  lines = []
+  for key, (old, new) in diff.items():
+    line = f"  {key}: {old!r} -> {new!r}"
+    if old is None:
+      line += (" (not in the saved config: the run was made before this "
+               "field existed; " +
+               (f"--config.{key}={legacy[key]!r} continues it as it was)"
+                if key in legacy else "its old behaviour is gone)"))
+    lines.append(line)
+  return (f"workdir {workdir} holds a run with a different config; resuming "
+          "would mix two experiments:\n" + "\n".join(lines) + "\nUse "
+          "another --workdir, or delete this one to start over.")
+
+
+def _with_protocol_defaults(data: Any) -> Any:
+  """`data` with every `protocol` dict completed by the Protocol defaults of
+  the fields it lacks: a config saved before a protocol field existed (e.g.
+  max_pool_frames) ran with that field's default, the same experiment."""
+  if not isinstance(data, dict):
+    return data
+  out = {k: _with_protocol_defaults(v) for k, v in data.items()}
+  protocol = out.get("protocol")
+  if isinstance(protocol, dict) and "env_id" in protocol:
+    defaults = _jsonable(Protocol().to_json())
+    out["protocol"] = {**{k: v for k, v in defaults.items()
+                          if k not in protocol}, **protocol}
+  return out
 
 
 def _jsonable(data: Any) -> Any:

@@ -62,15 +62,27 @@ class ConvTorso(snt.Module):
 
 
 class A2CNetwork(ActorCriticNetwork):
-  """pi(a | window) and V(window) from a conv torso (model-free)."""
+  """pi(a | window) and V(window) from a conv torso (model-free).
+
+  torso -> linear(head_hidden) -> ReLU -> policy logits [B, A], value [B]:
+  the I2A (agents/imagination/networks.py) minus its model-based path, so
+  that the I2A's gain over this baseline is the imagination's.
+  head_hidden = 0 leaves the layer out (the torso feeds the heads).
+  """
 
   def __init__(self, num_actions: int, context_length: int,
                conv_channels: Sequence[int] = (16, 16),
                conv_kernels: Sequence[int] = (3, 3),
                conv_strides: Sequence[int] = (1, 2), hidden: int = 256,
+               head_hidden: int = 256,
                name: Optional[str] = "a2c_network"):
     super().__init__(num_actions, context_length, name=name)
+    if head_hidden < 0:
+      raise ValueError(f"head_hidden must be >= 0 (0: no layer), given "
+                       f"{head_hidden}.")
     self.torso = ConvTorso(conv_channels, conv_kernels, conv_strides, hidden)
+    self._head = (snt.Linear(head_hidden, name="head_hidden")
+                  if head_hidden else None)
     self._policy_head = snt.Linear(num_actions, name="policy_logits")
     self._value_head = snt.Linear(1, name="value")
 
@@ -85,6 +97,8 @@ class A2CNetwork(ActorCriticNetwork):
                        f"([B, {self.context_length}, H, W, C]), given shape "
                        f"{observations.shape}.")
     features = self.torso(frames_on_channels(observations))  # [B, hidden]
+    if self._head is not None:
+      features = tf.nn.relu(self._head(features))  # [B, head_hidden]
     return NetworkOutput(
         policy_logits=self._policy_head(features),  # [B, A]
         value=tf.squeeze(self._value_head(features), -1),  # [B]
@@ -99,4 +113,5 @@ def make_network(config: ml_collections.ConfigDict, num_actions: int,
   return A2CNetwork(num_actions, config.context_length,
                     conv_channels=tuple(net.conv_channels),
                     conv_kernels=tuple(net.conv_kernels),
-                    conv_strides=tuple(net.conv_strides), hidden=net.hidden)
+                    conv_strides=tuple(net.conv_strides), hidden=net.hidden,
+                    head_hidden=net.head_hidden)

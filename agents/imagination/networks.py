@@ -82,6 +82,8 @@ class I2ANetwork(ActorCriticNetwork):
     pixel_encoder_channels: extra stride-2 3x3 convs in front of them for
       'pixels' imaginations.
     lstm_size: L, the rollout encoder's LSTM.
+    reward_transform: how it reads imagined rewards
+      (imagination.REWARD_TRANSFORMS: 'symlog' or 'none').
     head_hidden: the layer before the policy and value heads.
     rollout_policy_channels, rollout_policy_hidden: the pi_r network.
     distillation_weight: lambda_D (>= 0) of the distillation loss.
@@ -108,6 +110,7 @@ class I2ANetwork(ActorCriticNetwork):
                encoder_strides: Sequence[int] = (1, 1),
                pixel_encoder_channels: Sequence[int] = (16, 16),
                lstm_size: int = 256, head_hidden: int = 256,
+               reward_transform: str = "symlog",
                rollout_policy_channels: int = 16,
                rollout_policy_hidden: int = 64,
                distillation_weight: float = 1.0,
@@ -174,7 +177,7 @@ class I2ANetwork(ActorCriticNetwork):
       channels = tuple(pixel_encoder_channels) + channels
       strides = (2,) * len(pixel_encoder_channels) + strides
     self.rollout_encoder = imagination_lib.RolloutEncoder(
-        channels, strides, lstm_size)
+        channels, strides, lstm_size, reward_transform=reward_transform)
     self.model_free_torso = ConvTorso(conv_channels, conv_kernels,
                                       conv_strides, hidden,
                                       name="model_free_torso")
@@ -562,6 +565,7 @@ def make_network(config: ml_collections.ConfigDict, num_actions: int,
       encoder_strides=tuple(net.encoder_strides),
       pixel_encoder_channels=tuple(net.pixel_encoder_channels),
       lstm_size=net.lstm_size, head_hidden=net.head_hidden,
+      reward_transform=net.reward_transform,
       rollout_policy_channels=net.rollout_policy_channels,
       rollout_policy_hidden=net.rollout_policy_hidden,
       distillation_weight=net.distillation_weight,

@@ -44,8 +44,12 @@ def make_config(agent: str, preset: str,
   # embedded mode: batch_size // num_envs actor unrolls per update).
   config.batch_size = 16
   config.queue_size = 64  # the Reverb `unrolls` queue's capacity (unrolls)
+  # reward_clipping: what the loss trains on, 'sign' (the A2C/I2A papers'
+  # clipping to {-1, 0, 1}) or 'none'; unrolls and episode returns keep the
+  # game's points (agents/learning.py).
   config.loss = ml_collections.ConfigDict(dict(
-      discount=0.99, value_coef=0.5, entropy_coef=0.01))
+      discount=0.99, value_coef=0.5, entropy_coef=0.01,
+      reward_clipping="sign"))
   config.optimizer = ml_collections.ConfigDict(dict(
       learning_rate=7e-4, decay=0.99, epsilon=1e-5, clip_norm=0.5))
   config.network = ml_collections.ConfigDict()  # the agent's config fills it
@@ -59,6 +63,10 @@ def make_config(agent: str, preset: str,
   config.keep_checkpoints = 3
   config.plot_every = 2_000
   config.eval_episodes = 10  # default of `python -m i2a.evaluate`
+  if preset in ("tiny", "minipacman"):
+    # MiniPacman's rewards are small and their sizes are the task (avoid:
+    # food 0.1, killed -20): the I2A paper trains on them unclipped.
+    config.loss.reward_clipping = "none"
   if preset == "tiny":
     config.protocol.env_id = "MiniPacman-avoid-v0"
     config.protocol.max_episode_frames = 12  # episodes end within a test

@@ -25,6 +25,9 @@ preset). Network fields (config.network):
                    spec.jump primitive actions); fix_first_action: rollout
                    k starts with action k.
   distillation_weight (lambda_D), query_entropy_penalty: loss weights.
+  reward_transform 'symlog' (default: the rollout encoder reads imagined
+                   rewards as sign(r) log(1 + |r|), game points kept in
+                   range) or 'none'.
   learner_rollouts 'auto' (default), 'actor' (the actor's rollouts are
                    stored with the unrolls and the learner reads them) or
                    'recompute' (the learner queries the model again);
@@ -33,7 +36,8 @@ preset). Network fields (config.network):
                    imaginations, and always for the oracle.
   The model-free path is the A2C torso (configs/agents/a2c.py, fields
   conv_channels / conv_kernels / conv_strides / hidden) over the latest
-  model_free_frames frames.
+  model_free_frames frames; head_hidden (the layer before the heads) is the
+  A2C's too, so A2C is this network minus the model-based path.
 """
 
 import ml_collections
@@ -49,22 +53,25 @@ def network_config(preset: str) -> ml_collections.ConfigDict:
       rollout_policy="distillation", model="pretrained",
       imagination="abstract", num_rollouts=0, depth=3, fix_first_action=True,
       model_free_frames=1, encoder_channels=(16, 16), encoder_strides=(1, 1),
-      pixel_encoder_channels=(16, 16, 16), lstm_size=256, head_hidden=256,
+      pixel_encoder_channels=(16, 16, 16), lstm_size=256,
+      reward_transform="symlog",
       rollout_policy_channels=16, rollout_policy_hidden=64,
       distillation_weight=1.0, query_entropy_penalty=0.01, oracle_jump=1,
       learner_rollouts="auto"))
   if preset == "tiny":
     config.update(dict(
         depth=2, encoder_channels=(4,), encoder_strides=(1,),
-        pixel_encoder_channels=(4,), lstm_size=8, head_hidden=16,
+        pixel_encoder_channels=(4,), lstm_size=8,
         rollout_policy_channels=4, rollout_policy_hidden=8))
   elif preset == "minipacman":  # 16x24 frames, 2x3 model states
     config.update(dict(pixel_encoder_channels=(16, 16), lstm_size=128))
   elif preset == "small":  # 104x80 frames, 13x10 model states, jump 3
     config.update(dict(encoder_strides=(1, 2), oracle_jump=3))
-  else:  # paper: 200x160 frames, 25x20 states; tau in {2, 3, 4}
+  else:  # paper: 200x160 frames, 25x20 states; tau in {2, 3, 4}, and
+    # Buesing et al. found the deepest (tau = 4: 48 env steps) best for
+    # deterministic state-space models.
     config.update(dict(encoder_channels=(32, 32), encoder_strides=(1, 2),
-                       oracle_jump=3))
+                       oracle_jump=3, depth=4))
   return config
 
 

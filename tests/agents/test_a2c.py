@@ -275,3 +275,63 @@ def test_an_actor_with_another_architecture_is_refused(server):
   builder.create_variables(other, SHAPE)
   with pytest.raises(ValueError, match="does not match the learner"):
     VariableClient(client, other.learnable_variables).update()
+
+
+def _fixed_batch(rewards):
+  """One batch of 2 unrolls (n = 3) with the given rewards [2, 3]."""
+  rng = np.random.RandomState(0)
+  return {
+      "observation": rng.randint(0, 256, (2, 4, 3, *SHAPE)).astype(np.uint8),
+      "action": rng.randint(0, NUM_ACTIONS, (2, 3)).astype(np.int32),
+      "reward": np.asarray(rewards, np.float32),
+      "discount": np.ones([2, 3], np.float32),
+      "behaviour_logits": np.zeros([2, 3, NUM_ACTIONS], np.float32),
+  }
+
+
+def _one_update(rewards, **kwargs):
+  network = _network(seed=3)
+  learner = learning.Learner(
+      network, tf.data.Dataset.from_tensors(_fixed_batch(rewards)).repeat(),
+      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=0.5,
+      entropy_coef=0.01, clip_norm=0.5, **kwargs)
+  metrics = learner.step()
+  return metrics, [v.numpy() for v in network.learnable_variables]
+
+
+def test_the_learner_trains_on_sign_clipped_rewards_by_default():
+  points = [[0.0, 10.0, 1600.0], [-200.0, 0.0, 50.0]]  # game points
+  signs = np.sign(points)
+  clipped, clipped_weights = _one_update(points)
+  reference, reference_weights = _one_update(signs, reward_clipping="none")
+  assert clipped["loss"] == reference["loss"]
+  for a, b in zip(clipped_weights, reference_weights):
+    np.testing.assert_array_equal(a, b)
+  raw, _ = _one_update(points, reward_clipping="none")
+  assert raw["value_loss"] > 100 * clipped["value_loss"]
+  with pytest.raises(ValueError, match=r"reward_clipping must be one of"):
+    _one_update(points, reward_clipping="clip")
+
+
+def test_agent_presets_clip_atari_rewards_and_keep_minipacmans():
+  for preset in ("small", "paper"):
+    assert a2c_config.get_config(preset).loss.reward_clipping == "sign"
+  for preset in ("tiny", "minipacman"):
+    assert a2c_config.get_config(preset).loss.reward_clipping == "none"
+
+
+def test_a2c_is_the_i2a_minus_its_model_path():
+  from configs.agents import i2a as i2a_config  # pylint: disable=import-outside-toplevel
+  for preset in ("tiny", "minipacman", "small", "paper"):
+    a2c, i2a = (a2c_config.get_config(preset).network,
+                i2a_config.get_config(preset).network)
+    for key in a2c:
+      assert i2a[key] == a2c[key], (preset, key)
+  network = builder.build_network(a2c_config.get_config("tiny"), 5,
+                                  (16, 24, 3))
+  builder.create_variables(network, (16, 24, 3))
+  names = [v.name for v in network.trainable_variables]
+  assert any("head_hidden" in name for name in names)
+  kernel = [v for v in network.trainable_variables
+            if "head_hidden" in v.name and "w:" in v.name][0]
+  assert kernel.shape == (32, 16)  # hidden -> head_hidden (tiny preset)

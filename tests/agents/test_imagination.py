@@ -568,3 +568,17 @@ def test_a_jumpy_models_context_is_c_steps_apart_and_never_crosses_episodes(
   np.testing.assert_array_equal(
       context, np.maximum(newest[:, None] - np.array([4, 2, 0]), 0))
   actor.close()
+
+
+def test_the_rollout_encoder_reads_imagined_rewards_through_symlog():
+  encoder = imagination_lib.RolloutEncoder((4,), (1,), 8)
+  rewards = tf.constant([[0.0, 10.0, -1600.0]])
+  embedded = encoder.embed(tf.zeros([1, 3, 2, 3, 4]), rewards).numpy()
+  np.testing.assert_allclose(embedded[0, :, -1],
+                             [0.0, np.log(11.0), -np.log(1601.0)], rtol=1e-6)
+  raw = imagination_lib.RolloutEncoder((4,), (1,), 8, reward_transform="none")
+  np.testing.assert_array_equal(
+      raw.embed(tf.zeros([1, 3, 2, 3, 4]), rewards).numpy()[0, :, -1],
+      rewards.numpy()[0])
+  with pytest.raises(ValueError, match="reward_transform must be one of"):
+    imagination_lib.RolloutEncoder((4,), (1,), 8, reward_transform="log")

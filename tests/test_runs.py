@@ -1,0 +1,57 @@
+"""Tests of workdir records (i2a/runs.py): a resumed run must be the same
+experiment; fields added later are differences unless set to the value that
+reproduces the old runs."""
+
+import json
+
+import pytest
+
+from agents import training
+from configs.agents import a2c as a2c_config
+from configs.agents import i2a as i2a_config
+from i2a import runs
+
+
+def _old_workdir(tmp_path, config, *removed):
+  """A workdir whose config.json lacks `removed` fields (a run made before
+  they existed)."""
+  data = json.loads(json.dumps(config.to_dict(), default=list))
+  for field in removed:
+    *parents, leaf = field.split(".")
+    node = data
+    for parent in parents:
+      node = node[parent]
+    del node[leaf]
+  (tmp_path / runs.CONFIG).write_text(json.dumps(data))
+  return str(tmp_path)
+
+
+def test_an_old_a2c_run_resumes_only_with_the_values_it_ran_with(tmp_path):
+  config = a2c_config.get_config("small")
+  workdir = _old_workdir(tmp_path, config, "loss.reward_clipping",
+                         "network.head_hidden")
+  with pytest.raises(ValueError) as refused:
+    runs.prepare_workdir(workdir, config, None, legacy=training.LEGACY_VALUES)
+  message = str(refused.value)
+  assert "loss.reward_clipping: None -> 'sign'" in message
+  assert "--config.loss.reward_clipping='none' continues it" in message
+  assert "network.head_hidden: None -> 256" in message
+  config.loss.reward_clipping, config.network.head_hidden = "none", 0
+  runs.prepare_workdir(workdir, config, None, legacy=training.LEGACY_VALUES)
+  saved = json.loads((tmp_path / runs.CONFIG).read_text())
+  assert saved["loss"]["reward_clipping"] == "none"  # upgraded in place
+  runs.prepare_workdir(workdir, config, None, legacy=training.LEGACY_VALUES)
+
+
+def test_an_old_i2a_run_is_refused_naming_the_field_without_a_way_back(
+    tmp_path):
+  config = i2a_config.get_config("small")
+  workdir = _old_workdir(tmp_path, config, "loss.reward_clipping",
+                         "network.reward_transform")
+  config.loss.reward_clipping = "none"
+  with pytest.raises(ValueError) as refused:
+    runs.prepare_workdir(workdir, config, None, legacy=training.LEGACY_VALUES)
+  message = str(refused.value)
+  assert "network.reward_transform: None -> 'symlog'" in message
+  assert "its old behaviour is gone" in message
+  assert "reward_clipping" not in message
