@@ -2,6 +2,11 @@
 
 Presets: tiny (tests, MiniPacman), minipacman, small (MsPacman at 104x80, the
 CPU demo), paper (MsPacman at 200x160). Use --config=configs/collect.py:small.
+
+The policy is uniform random by default; `--config.policy=checkpoint:RUN`
+collects with the newest checkpoint of a `python -m i2a.train` workdir RUN
+(its protocol must be this config's), and `--config.policy_epsilon=0.1`
+takes a uniform random action instead with probability 0.1 per env step.
 """
 
 import ml_collections
@@ -17,7 +22,10 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.preset = preset
   config.protocol = common.protocol_config(
       {"tiny": "minipacman"}.get(preset, preset))
-  config.policy = "random"  # 'random' (uniform over the action set)
+  # 'random' (uniform over the action set) or 'checkpoint:RUN' (RUN: an
+  # i2a.train workdir; its newest checkpoint samples the actions).
+  config.policy = "random"
+  config.policy_epsilon = 0.0  # P(uniform random action) per env step
   config.num_envs = 8
   config.train_steps = 30_000  # primitive (agent) steps over all envs
   config.test_steps = 3_000

@@ -1,7 +1,13 @@
 """python -m i2a.collect: a policy on vectorised envs -> a dataset on disk.
 
   python -m i2a.collect --config=configs/collect.py:small --workdir=DIR \
-      [--config.train_steps=50000] [--reverb_address=HOST:PORT]
+      [--config.train_steps=50000] [--reverb_address=HOST:PORT] \
+      [--config.policy=checkpoint:RUN/a2c] [--config.policy_epsilon=0.1]
+
+The policy is uniform random unless --config.policy=checkpoint:RUN names
+the workdir of a `python -m i2a.train` run (same protocol), whose newest
+checkpoint then acts; --config.policy_epsilon mixes in uniform random
+actions. The manifests record the policy (docs/datasets.md).
 
 Writes DIR/dataset/{train,test} (disjoint seeds; format in
 docs/datasets.md), DIR/config.json and DIR/protocol.json. Jumpy windows are

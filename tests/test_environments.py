@@ -1,12 +1,14 @@
 """Protocol environments, the jumpy wrapper and vector envs."""
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 from i2a import environments
-from i2a.environments import Protocol, preset
+from i2a.environments import Protocol, preset, wrappers
 
 MSPACMAN = preset("small")
 MINIPACMAN = preset("minipacman", env_id="MiniPacman-avoid-v0")
@@ -162,3 +164,68 @@ def test_life_loss_terminal_reports_termination_and_resumes_the_game():
   assert terminated and ale.lives() == lives - 1 and ale.lives() > 0
   env.reset()
   assert ale.lives() == lives - 1  # same game, one life fewer
+
+
+def test_max_pooled_frame_is_the_max_of_the_last_two_emulator_frames():
+  # Crop to 208 rows without resizing, so frames compare to the raw screen.
+  fields = dict(crop=(0, 208, 0, 160), observation_size=(208, 160),
+                action_set="minimal")
+  pooled = environments.make_env(preset("small", max_pool_frames=True,
+                                        **fields))
+  plain = environments.make_env(preset("small", **fields))
+  # The reference: the same game, one emulator frame per step, repeated by
+  # hand (sticky actions are drawn per frame either way).
+  reference = gym.make("ALE/MsPacman-v5", frameskip=1,
+                       repeat_action_probability=0.25,
+                       full_action_space=False,
+                       max_num_frames_per_episode=108_000).unwrapped
+  for env in (pooled, plain, reference):
+    env.reset(seed=3)
+  rng = np.random.default_rng(0)
+  pooling_mattered = 0
+  for _ in range(60):
+    action = int(rng.integers(pooled.action_space.n))
+    frames, reward = [], 0.0
+    for _ in range(4):  # action_repeat
+      frame, r, terminated, truncated, _ = reference.step(action)
+      frames.append(frame[:208])
+      reward += r
+    obs, pooled_reward, *pooled_flags, _ = pooled.step(action)
+    plain_obs, plain_reward, *plain_flags, _ = plain.step(action)
+    np.testing.assert_array_equal(obs, np.maximum(frames[-2], frames[-1]))
+    np.testing.assert_array_equal(plain_obs, frames[-1])
+    assert pooled_reward == plain_reward == reward
+    assert pooled_flags == plain_flags == [terminated, truncated]
+    pooling_mattered += not np.array_equal(obs, plain_obs)
+  assert pooling_mattered > 30  # MsPacman draws its sprites on alternate frames
+  check_env(environments.make_env(preset("small", max_pool_frames=True)),
+            skip_render_check=True)
+
+
+def test_a_protocol_saved_without_max_pool_frames_loads_without_pooling(
+    tmp_path):
+  fields = preset("small").to_json()
+  del fields["max_pool_frames"]  # a protocol.json from before the field
+  path = tmp_path / "protocol.json"
+  path.write_text(json.dumps(fields))
+  loaded = Protocol.load(str(path))
+  assert loaded.max_pool_frames is False and loaded == preset("small")
+  env = environments.make_env(loaded)
+  assert env.unwrapped._frameskip == 4  # pylint: disable=protected-access
+  while isinstance(env, gym.Wrapper):
+    assert not isinstance(env, wrappers.MaxPoolFrames)
+    env = env.env
+  assert Protocol.from_json(dict(fields, max_pool_frames=True)).max_pool_frames
+
+
+def test_max_pool_frames_is_refused_for_minipacman():
+  with pytest.raises(ValueError, match=r"MiniPacman-avoid-v0 draws exact "
+                     r"frames.*max_pool_frames=False"):
+    preset("minipacman", env_id="MiniPacman-avoid-v0", max_pool_frames=True)
+
+
+def test_protocol_differences_name_the_fields():
+  assert preset("small").differences(preset("small")) == {}
+  assert preset("small", max_pool_frames=True, noop_max=30).differences(
+      preset("small")) == {"max_pool_frames": (True, False),
+                           "noop_max": (30, 0)}

@@ -47,7 +47,8 @@ def _make_base(protocol: Protocol, render_mode: Optional[str]) -> gym.Env:
                        "'minipacman' protocol preset.")
   else:
     kwargs = dict(
-        frameskip=protocol.action_repeat,
+        # With max-pooling the MaxPoolFrames wrapper repeats the action.
+        frameskip=1 if protocol.max_pool_frames else protocol.action_repeat,
         repeat_action_probability=protocol.sticky_action_prob,
         full_action_space=protocol.action_set == "full",
         max_num_frames_per_episode=protocol.max_episode_frames,
@@ -82,6 +83,8 @@ def make_env(protocol: Protocol, jump: int = 1,
              render_mode: Optional[str] = None) -> gym.Env:
   """One environment under `protocol`; jump > 1 adds the JumpyWrapper."""
   env = _make_base(protocol, render_mode)
+  if protocol.max_pool_frames:  # ALE only (Protocol refuses it otherwise).
+    env = wrappers.MaxPoolFrames(env, protocol.action_repeat)
   if protocol.is_minipacman:
     env = wrappers.FrameCap(env, protocol.max_episode_frames, 1)
   elif protocol.action_set == "paper":

@@ -10,6 +10,13 @@ RGB, crop keeps the score area, as in Buesing et al. 2018); 'small' is the
 CPU preset (rows 0-208, which hold the maze, score and lives, halved to
 104x80 by a 2x2 box filter); 'minipacman' is the I2A
 paper's maze, padded from 15x19 to 16x24 so the size is a multiple of 8.
+
+No preset max-pools the last two emulator frames of an action repeat
+(`max_pool_frames`, the default of Dopamine's and gymnasium's
+AtariPreprocessing, which hides sprites the Atari draws on alternate frames):
+the models then predict the frame the emulator really shows, as in Buesing
+et al. 2018, and protocols saved before the field existed keep their meaning
+(a protocol.json without it loads as False).
 """
 
 from __future__ import annotations
@@ -46,6 +53,11 @@ class Protocol:
     observation_size: (height, width) after crop; multiples of 8.
     resize: 'area', 'nearest', or 'pad' (zero-pad bottom/right, no scaling).
     grayscale: single-channel observations.
+    max_pool_frames: an ALE observation is the elementwise max of the last
+      two emulator frames of the action repeat (before crop and resize)
+      rather than the last frame alone; with action_repeat 1 there is one
+      frame and nothing to pool. MiniPacman draws exact frames and repeats
+      no action: it refuses True.
   """
   env_id: str = "ALE/MsPacman-v5"
   action_repeat: int = 4
@@ -59,6 +71,7 @@ class Protocol:
   observation_size: Tuple[int, int] = (104, 80)
   resize: str = "area"
   grayscale: bool = False
+  max_pool_frames: bool = False
 
   def __post_init__(self):
     # JSON round trips give lists: normalise to tuples.
@@ -105,12 +118,25 @@ class Protocol:
       if not (0 <= top < bottom and 0 <= left < right):
         raise ValueError("crop must be (top, bottom, left, right) with "
                          f"top < bottom and left < right, given {self.crop}.")
+    if self.max_pool_frames and self.is_minipacman:
+      raise ValueError(
+          "max_pool_frames=True pools the last two emulator frames of an ALE "
+          f"action repeat; {self.env_id} draws exact frames and repeats no "
+          "action, so there is nothing to pool: set max_pool_frames=False.")
+
+  def differences(self, other: "Protocol") -> Dict[str, Tuple[Any, Any]]:
+    """{field: (self's value, other's value)} for the fields that differ."""
+    mine, theirs = self.to_json(), other.to_json()
+    return {name: (mine[name], theirs[name]) for name in mine
+            if mine[name] != theirs[name]}
 
   def to_json(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
 
   @classmethod
   def from_json(cls, data: Dict[str, Any]) -> "Protocol":
+    """The protocol of a JSON dict; fields it lacks (a protocol saved before
+    they existed, e.g. max_pool_frames) take their defaults."""
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -83,6 +83,42 @@ class ObservationTransform(gym.ObservationWrapper, _Recorded):
     return np.ascontiguousarray(out, dtype=np.uint8)
 
 
+class MaxPoolFrames(gym.Wrapper, _Recorded):
+  """Action repeat whose observation is the max of its last two frames.
+
+  Wraps an ALE env built with frameskip=1: one step repeats the action
+  `repeat` times (each frame sticky on its own, as ALE's own frameskip) and
+  returns the elementwise max of the last two raw frames, the summed reward
+  and the last frame's flags and info. Like ale_py's frameskip it runs every
+  frame of the repeat even after the game ends inside it (the emulator
+  stands still then), so the dynamics equal frameskip=`repeat`'s; only the
+  observation differs. Both pooled frames belong to the step (none is kept
+  across steps, so an emulator snapshot restores the wrapper's behaviour
+  exactly); with repeat 1 the frame is returned as it is. A reset returns
+  its frame as it is.
+  """
+
+  def __init__(self, env: gym.Env, repeat: int):
+    _Recorded.__init__(self, repeat=repeat)
+    super().__init__(env)
+    if repeat < 1:
+      raise ValueError(f"repeat must be >= 1, given {repeat}.")
+    self._repeat = repeat
+
+  def step(self, action: Any):
+    total = 0.0
+    previous = observation = None
+    terminated = truncated = False
+    info: Dict[str, Any] = {}
+    for _ in range(self._repeat):
+      previous = observation
+      observation, reward, terminated, truncated, info = self.env.step(action)
+      total += float(reward)
+    if previous is not None:
+      observation = np.maximum(previous, observation)
+    return observation, total, terminated, truncated, info
+
+
 class ActionSubset(gym.ActionWrapper, _Recorded):
   """Exposes a subset of the wrapped env's discrete actions, in a given order."""
 
