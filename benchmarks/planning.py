@@ -40,7 +40,7 @@ from agents.planning.planner import (CEMPlanner, PlannerConfig,
                                      UniformRandomPolicy, make_oracle)
 from configs.agents import planning as planning_config
 from configs.envmodels import common as envmodel_config
-from i2a import environments
+from i2a import environments, pretraining
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SSSM_JUMP = 3
@@ -67,12 +67,14 @@ def started_envs(protocol, count: int, warmup: int, seed: int):
 
 
 def small_sssm(protocol) -> envmodels.EnvModel:
-  sizes = envmodel_config.make_config("sssm", "minipacman", "sssm").model
+  config = envmodel_config.make_config("sssm", "minipacman", "sssm")
+  # Untrained: the reward coding does not change the compute.
+  sizes = pretraining.model_hyperparameters(config, reward_scale=1.0)
   spec = envmodels.EnvModelSpec(
       kind="sssm", observation_shape=protocol.observation_shape,
       num_actions=environments.num_actions(protocol), jump=SSSM_JUMP,
       context_length=CONTEXT)
-  model = envmodels.build(spec, seed=0, **sizes.to_dict())
+  model = envmodels.build(spec, seed=0, **sizes)
   model.create_variables()  # envmodels.load would; this one is built here
   return model
 

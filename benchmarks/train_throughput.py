@@ -73,7 +73,9 @@ def envmodel_export(model_config_file: str, agent_config_file: str,
     config = module.get_config(preset)
     protocol = runs.protocol_from_config(agent.get_config(preset))
     spec = pretraining.model_spec(config, protocol)
-    model = envmodels.build(spec, seed=0, **config.model.to_dict())
+    # Untrained: the reward coding does not change the compute.
+    model = envmodels.build(spec, seed=0, **pretraining.model_hyperparameters(
+        config, reward_scale=1.0))
     model.create_variables()
     return {"envmodel": envmodels.export(
         model, os.path.join(tmpdir, f"{spec.kind}_export"))}

@@ -58,3 +58,38 @@ def decoder_mean(decoder_output: tf.Tensor, likelihood: str) -> tf.Tensor:
   if likelihood == "bernoulli":
     return tf.sigmoid(decoder_output)
   return tf.clip_by_value(decoder_output, 0.0, 1.0)
+
+
+# What `free_nats` is granted to (the `free_nats_per` loss knob): the KL of a
+# whole step (summed over the latent map, PlaNet's form for a vector
+# latent), of each spatial position (summed over the latent channels: PlaNet's
+# per-step vector is one such position), or of each latent unit.
+FREE_NATS_PER = ("step", "position", "unit")
+
+
+def check_free_nats(free_nats: float, free_nats_per: str) -> None:
+  """ValueError unless free_nats >= 0 and free_nats_per is known."""
+  if not float(free_nats) >= 0:
+    raise ValueError(f"free_nats must be >= 0, given {free_nats!r}.")
+  if free_nats_per not in FREE_NATS_PER:
+    raise ValueError(f"free_nats_per must be one of {FREE_NATS_PER}, given "
+                     f"{free_nats_per!r}.")
+
+
+def free_nats_kl(kl_units: tf.Tensor, free_nats: float,
+                 free_nats_per: str = "step") -> tf.Tensor:
+  """The KL term after free nats: [N, h, w, Z] KL per latent unit -> [N].
+
+  'step':     max(sum_{h,w,Z} kl, free_nats)
+  'position': sum_{h,w} max(sum_Z kl, free_nats)
+  'unit':     sum_{h,w,Z} max(kl, free_nats)
+  Below the threshold the term is constant: no gradient reaches the units
+  (or positions, or the step) that use fewer nats than granted.
+  """
+  check_free_nats(free_nats, free_nats_per)
+  if free_nats_per == "step":
+    return tf.maximum(tf.reduce_sum(kl_units, axis=[1, 2, 3]), free_nats)
+  if free_nats_per == "position":
+    return tf.reduce_sum(tf.maximum(tf.reduce_sum(kl_units, -1), free_nats),
+                         axis=[1, 2])
+  return tf.reduce_sum(tf.maximum(kl_units, free_nats), axis=[1, 2, 3])

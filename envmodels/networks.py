@@ -122,13 +122,49 @@ def tile_vector(vector: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
   return tf.broadcast_to(vector[:, None, None, :], shape)
 
 
+def encode_reward(reward: tf.Tensor, num_bits: int,
+                  reward_scale: float) -> tf.Tensor:
+  """The reward head's code: float [...] -> {0, 1} float32 [..., num_bits + 2].
+
+  Bits: is-zero, negative, then the `num_bits` binary digits (least
+  significant first) of the magnitude m = floor(|r| * reward_scale + 1e-4),
+  clipped to 2**num_bits - 1. It represents exactly the multiples of
+  1 / reward_scale up to (2**num_bits - 1) / reward_scale in magnitude; any
+  other reward is silently coded as a neighbour (reward_coding.py checks a
+  dataset's rewards against this).
+  """
+  reward = tf.cast(reward, tf.float32)
+  magnitude = tf.floor(tf.abs(reward) * reward_scale + 1e-4)
+  magnitude = tf.minimum(magnitude, 2.0**num_bits - 1)
+  magnitude = tf.cast(magnitude, tf.int32)
+  bits = tf.bitwise.bitwise_and(
+      tf.bitwise.right_shift(magnitude[..., None], tf.range(num_bits)), 1)
+  is_zero = tf.cast(tf.equal(magnitude, 0), tf.float32)[..., None]
+  negative = tf.cast(reward < 0, tf.float32)[..., None]
+  return tf.concat([is_zero, negative, tf.cast(bits, tf.float32)], -1)
+
+
+def decode_reward(probs: tf.Tensor, reward_scale: float) -> tf.Tensor:
+  """[..., num_bits + 2] bit probabilities -> float32 [...], the mean reward
+  when the bits are independent Bernoullis. On a hard code (`encode_reward`'s
+  output) it is the exact decoding: 0 if is-zero, else sign * m / scale."""
+  exponents = tf.cast(tf.range(tf.shape(probs)[-1] - 2), tf.float32)
+  weights = 2.0**exponents
+  magnitude = tf.reduce_sum(probs[..., 2:] * weights, -1) / reward_scale
+  sign = 1.0 - 2.0 * probs[..., 1]
+  return (1.0 - probs[..., 0]) * sign * magnitude
+
+
 class RewardHead(snt.Module):
   """Predicts the reward of a step from a state.
 
-  The reward r is coded as bits: is-zero, sign, and the binary digits of
-  floor(|r| * reward_scale) (num_bits of them); each bit is a Bernoulli
-  trained with cross-entropy (NOTES.md). `reward_scale` lets fractional
-  rewards (MiniPacman's 0.1) be represented exactly.
+  The reward r is coded as bits (`encode_reward`): is-zero, sign, and the
+  binary digits of floor(|r| * reward_scale) (num_bits of them); each bit is
+  a Bernoulli trained with cross-entropy (NOTES.md). `reward_scale` lets
+  fractional rewards (MiniPacman's 0.1) be represented exactly, and large
+  ones (MsPacman's tens) with few bits. Rewards that are not multiples of
+  1 / reward_scale, or beyond (2**num_bits - 1) / reward_scale, are coded
+  wrongly: `reward_coding.py` derives or checks the scale for a dataset.
   """
 
   def __init__(self, num_bits: int = 8, reward_scale: float = 1.0,
@@ -146,23 +182,15 @@ class RewardHead(snt.Module):
 
   def encode(self, reward: tf.Tensor) -> tf.Tensor:
     """float [...] -> {0, 1} float targets [..., num_bits + 2]."""
-    magnitude = tf.floor(tf.abs(reward) * self.reward_scale + 1e-4)
-    magnitude = tf.minimum(magnitude, 2.0**self.num_bits - 1)
-    magnitude = tf.cast(magnitude, tf.int32)
-    bits = tf.bitwise.bitwise_and(
-        tf.bitwise.right_shift(magnitude[..., None],
-                               tf.range(self.num_bits)), 1)
-    is_zero = tf.cast(tf.equal(magnitude, 0), tf.float32)[..., None]
-    negative = tf.cast(reward < 0, tf.float32)[..., None]
-    return tf.concat([is_zero, negative, tf.cast(bits, tf.float32)], -1)
+    return encode_reward(reward, self.num_bits, self.reward_scale)
+
+  def decode(self, code: tf.Tensor) -> tf.Tensor:
+    """{0, 1} [..., num_bits + 2] (as `encode` gives) -> float32 [...]."""
+    return decode_reward(tf.cast(code, tf.float32), self.reward_scale)
 
   def expected_reward(self, logits: tf.Tensor) -> tf.Tensor:
     """[B, num_bits + 2] -> float32 [B], the mean under independent bits."""
-    probs = tf.sigmoid(logits)
-    weights = 2.0**tf.range(self.num_bits, dtype=tf.float32)
-    magnitude = tf.reduce_sum(probs[..., 2:] * weights, -1) / self.reward_scale
-    sign = 1.0 - 2.0 * probs[..., 1]
-    return (1.0 - probs[..., 0]) * sign * magnitude
+    return decode_reward(tf.sigmoid(logits), self.reward_scale)
 
   def log_prob(self, logits: tf.Tensor, reward: tf.Tensor) -> tf.Tensor:
     """Sum over bits of the Bernoulli log-likelihood: [B] (nats)."""

@@ -57,9 +57,11 @@ Choices and departures, with reasons:
     dSSM-DET's also a std it never uses.
 Loss knobs: every kind accepts the latent-model knobs (LATENT_KNOBS, the
 names and defaults of state_space.LOSS_KNOBS) so a trainer can pass one set
-to any kind; the VAE uses kl_scale, free_nats (per frame's KL) and
-global_kl_scale (its posterior's KL to N(0, I)); overshooting does not apply
-to it (no transition); the MLE kinds ignore them all.
+to any kind; the VAE uses kl_scale, free_nats and free_nats_per (granted
+to each frame's KL, to each of its spatial positions or to each latent unit)
+and global_kl_scale (its posterior's KL to N(0, I)); overshooting does not
+apply to it (no transition); the MLE kinds ignore them all (every kind
+validates free_nats and free_nats_per).
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ from envmodels import losses, networks, registry
 from envmodels.base import EnvModel, EnvModelSpec, LossOutput, StepOutput
 
 # Knobs of the ELBO-trained kinds, accepted by every kind of this file.
-LATENT_KNOBS = ("kl_scale", "free_nats", "global_kl_scale", "overshooting")
+LATENT_KNOBS = ("kl_scale", "free_nats", "free_nats_per", "global_kl_scale",
+                "overshooting")
 
 
 class VAEState(NamedTuple):
@@ -111,13 +114,19 @@ class Transition(snt.Module):
     return self._res2(self._pool(tf.nn.relu(self._res1(x))))
 
 
+def _diag_normal_kl_units(mean1: tf.Tensor, std1: tf.Tensor,
+                          mean2: tf.Tensor, std2: tf.Tensor) -> tf.Tensor:
+  """KL(N(mean1, std1) || N(mean2, std2)) per latent unit -> [N, h, w, Z]."""
+  return (tf.math.log(std2 / std1) +
+          (tf.square(std1) + tf.square(mean1 - mean2)) /
+          (2.0 * tf.square(std2)) - 0.5)
+
+
 def _diag_normal_kl(mean1: tf.Tensor, std1: tf.Tensor, mean2: tf.Tensor,
                     std2: tf.Tensor) -> tf.Tensor:
   """KL(N(mean1, std1) || N(mean2, std2)) summed over [h, w, Z] -> [N]."""
-  kl = (tf.math.log(std2 / std1) +
-        (tf.square(std1) + tf.square(mean1 - mean2)) / (2.0 * tf.square(std2))
-        - 0.5)
-  return tf.reduce_sum(kl, axis=[1, 2, 3])
+  return tf.reduce_sum(_diag_normal_kl_units(mean1, std1, mean2, std2),
+                       axis=[1, 2, 3])
 
 
 def _window(encodings: tf.Tensor) -> tf.Tensor:
@@ -244,6 +253,8 @@ class _PixelModel(EnvModel):
     if unknown:
       raise ValueError(f"unknown loss knobs {unknown}: expected some of "
                        f"{list(LATENT_KNOBS)}.")
+    losses.check_free_nats(knobs.get("free_nats", 0.0),
+                           knobs.get("free_nats_per", "step"))
 
   def _teacher_actions(self, batch: Mapping[str, tf.Tensor],
                        t: int) -> tf.Tensor:
@@ -400,22 +411,27 @@ class VAEBaseline(_PixelModel):
 
   def loss(self, batch: Mapping[str, tf.Tensor], **knobs: Any) -> LossOutput:
     """Negative ELBO per frame (image + reward) with the knobs kl_scale
-    (default 1), free_nats (0, on each frame's KL) and global_kl_scale (0).
-    overshooting is accepted and unused (no transition to overshoot)."""
+    (default 1), free_nats (0) granted per free_nats_per ('step': each
+    frame's KL; 'position', 'unit': see losses.free_nats_kl) and
+    global_kl_scale (0). overshooting is accepted and unused (no transition
+    to overshoot)."""
     self._check_knobs(knobs)
     kl_scale = knobs.get("kl_scale", 1.0)
     free_nats = knobs.get("free_nats", 0.0)
+    free_nats_per = knobs.get("free_nats_per", "step")
     global_kl_scale = knobs.get("global_kl_scale", 0.0)
     p = self._posterior_pass(batch)
     terms = self._mle_terms(self._decoder(p["features"]),
                             self._reward_head.logits(p["features"]), batch)
-    kl = _diag_normal_kl(p["post_mean"], p["post_std"], p["prior_mean"],
-                         p["prior_std"])  # [B * T]
+    kl_units = _diag_normal_kl_units(p["post_mean"], p["post_std"],
+                                     p["prior_mean"], p["prior_std"])
+    kl = tf.reduce_sum(kl_units, axis=[1, 2, 3])  # [B * T]
     kl_global = _diag_normal_kl(p["post_mean"], p["post_std"],
                                 tf.zeros_like(p["post_mean"]),
                                 tf.ones_like(p["post_std"]))
     loss = tf.reduce_mean(-terms["image_log_prob"] - terms["reward_log_prob"]
-                          + kl_scale * tf.maximum(kl, free_nats)
+                          + kl_scale * losses.free_nats_kl(
+                              kl_units, free_nats, free_nats_per)
                           + global_kl_scale * kl_global)
     metrics = {name: tf.reduce_mean(value) for name, value in terms.items()}
     metrics.update(

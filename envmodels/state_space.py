@@ -60,6 +60,7 @@ KINDS = ("dssm_det", "dssm_vae", "sssm")
 LOSS_KNOBS: Dict[str, Any] = {
     "kl_scale": 1.0,
     "free_nats": 0.0,
+    "free_nats_per": "step",
     "global_kl_scale": 0.0,
     "overshooting": 0,
 }
@@ -78,12 +79,16 @@ class Gaussian(NamedTuple):
   std: tf.Tensor  # [B, h, w, latent_channels]
 
 
-def gaussian_kl(q: Gaussian, p: Gaussian) -> tf.Tensor:
-  """KL(q || p) of diagonal Gaussians, summed over the latent map -> [B]."""
+def gaussian_kl_units(q: Gaussian, p: Gaussian) -> tf.Tensor:
+  """KL(q || p) of diagonal Gaussians per latent unit -> [B, h, w, Z]."""
   ratio = tf.square(q.std / p.std)
   mahalanobis = tf.square((q.mean - p.mean) / p.std)
-  per_unit = 0.5 * (ratio + mahalanobis - 1.0 - tf.math.log(ratio))
-  return tf.reduce_sum(per_unit, axis=[1, 2, 3])
+  return 0.5 * (ratio + mahalanobis - 1.0 - tf.math.log(ratio))
+
+
+def gaussian_kl(q: Gaussian, p: Gaussian) -> tf.Tensor:
+  """KL(q || p) of diagonal Gaussians, summed over the latent map -> [B]."""
+  return tf.reduce_sum(gaussian_kl_units(q, p), axis=[1, 2, 3])
 
 
 def standard_normal_like(q: Gaussian) -> Gaussian:
@@ -332,7 +337,8 @@ class StateSpaceModel(base.EnvModel):
                      tf.stack(decoder_inputs, axis=1))
 
   def _overshooting_kl(self, filtered: _Filtered, depth: int,
-                       free_nats: float) -> Tuple[tf.Tensor, tf.Tensor]:
+                       free_nats: float, free_nats_per: str
+                       ) -> Tuple[tf.Tensor, tf.Tensor]:
     """Latent overshooting (PlaNet): KL(sg(q_t) || p(z_t | s_{t-d})) for
     d = 2 .. depth + 1, the prior rolled open-loop from the filtered state
     s_{t-d} with the true actions. Returns the sum over terms [B] after free
@@ -351,17 +357,21 @@ class StateSpaceModel(base.EnvModel):
         state = self._transition(state, filtered.actions[t - 1], to_transition)
         prior = self._prior_dist(state, filtered.actions[t])
         posterior = Gaussian(*map(tf.stop_gradient, filtered.posteriors[t]))
-        total += tf.maximum(gaussian_kl(posterior, prior), free_nats)
+        total += losses.free_nats_kl(gaussian_kl_units(posterior, prior),
+                                     free_nats, free_nats_per)
         count += 1
     return total, count
 
   def loss(self, batch: Dict[str, tf.Tensor], **knobs: Any) -> base.LossOutput:
     """MLE (dssm_det) or ELBO (dssm_vae, sssm) per predicted frame.
 
-    Knobs (docs/envmodels.md): kl_scale=1.0, free_nats=0.0 (per step, on the
-    KL summed over the latent map), global_kl_scale=0.0 (KL of the
-    posterior to N(0, 1)), overshooting=0 (latent overshooting depth; 0 is
-    the standard ELBO). They do nothing for dssm_det, which has no latent.
+    Knobs (docs/envmodels.md): kl_scale=1.0, free_nats=0.0 and
+    free_nats_per='step' (free nats granted to the KL of each step summed
+    over the latent map; 'position': of each spatial position, summed over
+    the latent channels; 'unit': of each latent unit), global_kl_scale=0.0
+    (KL of the posterior to N(0, 1)), overshooting=0 (latent overshooting
+    depth; 0 is the standard ELBO). They do nothing for dssm_det, which has
+    no latent.
     """
     unknown = sorted(set(knobs) - set(LOSS_KNOBS))
     if unknown:
@@ -370,11 +380,13 @@ class StateSpaceModel(base.EnvModel):
     knobs = {**LOSS_KNOBS, **knobs}
     kl_scale = float(knobs["kl_scale"])
     free_nats = float(knobs["free_nats"])
+    free_nats_per = knobs["free_nats_per"]
     global_kl_scale = float(knobs["global_kl_scale"])
     overshooting = knobs["overshooting"]
     if min(kl_scale, free_nats, global_kl_scale) < 0:
       raise ValueError("kl_scale, free_nats and global_kl_scale must be >= 0, "
                        f"given {kl_scale}, {free_nats}, {global_kl_scale}.")
+    losses.check_free_nats(free_nats, free_nats_per)
     if int(overshooting) != overshooting or overshooting < 0:
       raise ValueError("overshooting must be an integer >= 0 (0 = standard "
                        f"ELBO), given {overshooting!r}.")
@@ -402,16 +414,20 @@ class StateSpaceModel(base.EnvModel):
       divergence = tf.zeros_like(image_log_prob[:, 0])
       overshooting_kl = tf.constant(0.0)
     else:
-      kl = tf.stack([gaussian_kl(q, p) for q, p in
-                     zip(filtered.posteriors, filtered.priors)], 1)  # [B, T]
-      kl_after_free_nats = tf.maximum(kl, free_nats)
+      kl_units = [gaussian_kl_units(q, p) for q, p in
+                  zip(filtered.posteriors, filtered.priors)]
+      kl = tf.stack([tf.reduce_sum(units, axis=[1, 2, 3])
+                     for units in kl_units], 1)  # [B, T]
+      kl_after_free_nats = tf.stack([
+          losses.free_nats_kl(units, free_nats, free_nats_per)
+          for units in kl_units], 1)  # [B, T]
       global_kl = tf.stack([gaussian_kl(q, standard_normal_like(q))
                             for q in filtered.posteriors], 1)
       divergence = tf.reduce_sum(kl_after_free_nats, 1)  # [B]
       overshooting_kl = tf.constant(0.0)
       if overshooting > 0:
         extra, count = self._overshooting_kl(filtered, int(overshooting),
-                                             free_nats)
+                                             free_nats, free_nats_per)
         # PlaNet eq. 7: the average over distances d = 1 .. overshooting + 1.
         divergence = (divergence + extra) / (overshooting + 1)
         if count:

@@ -6,7 +6,11 @@
 Writes DIR/{config.json, protocol.json, checkpoints/, tb/, metrics.csv,
 eval.csv, images/, export/}; rerunning resumes from the last checkpoint and
 skips a finished run. Loss knobs: --config.loss.kl_scale, .free_nats,
-.global_kl_scale, .overshooting (docs/envmodels.md).
+.free_nats_per, .global_kl_scale, .overshooting (docs/envmodels.md). The
+reward coding (--config.model.reward_scale, 'auto' by default, and
+.reward_bits) is derived or checked from the training split before the
+workdir is written; a coding that cannot represent the rewards is refused
+(docs/envmodels.md, "Reward coding").
 """
 
 from absl import app, flags

@@ -7,13 +7,21 @@ test split is evaluated periodically on a fixed set of windows. The run writes
 TensorBoard summaries, metrics.csv / eval.csv, pictures (PNG/GIF under
 images/), keeps the last N checkpoints (model, optimizer, step) and resumes
 from the latest; at the end the model is exported frozen to WORKDIR/export.
+
+Before anything is written into the workdir, the reward coding is settled
+(docs/envmodels.md, "Reward coding"): `config.model.reward_scale` 'auto' is
+derived from the distinct reward targets of the training windows, a numeric
+scale is checked against them, and a scale (or `reward_bits`) that cannot
+code them all is refused with a ValueError. The scale used goes into the
+model's hyperparameters (and so into the export) and into config.json as
+`reward_coding.scale`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import ml_collections
 import numpy as np
@@ -25,7 +33,9 @@ import envmodels
 from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import MetricsLog
 from i2a.progress import Progress
+from envmodels import reward_coding
 from i2a.replay import datasets, files
+from i2a.replay.episodes import WindowSampler
 
 EXPORT = "export"
 DONE = "pretrain_done.json"  # written after the export is complete
@@ -54,21 +64,96 @@ def model_spec(config: ml_collections.ConfigDict,
       context_length=config.context_length, action_free=config.action_free)
 
 
+def model_hyperparameters(config: ml_collections.ConfigDict,
+                          reward_scale: Optional[float] = None
+                          ) -> Dict[str, Any]:
+  """`config.model` as `envmodels.build` hyperparameters.
+
+  Args:
+    config: an envmodel config (configs/envmodels/common.py).
+    reward_scale: the scale to build with, replacing
+      config.model.reward_scale; required when that is 'auto', which only
+      the data resolves (`resolve_reward_scale`). Models that are never
+      trained (benchmarks timing random weights) may pass any positive scale.
+  """
+  hyperparameters = config.model.to_dict()
+  if reward_scale is None:
+    reward_scale = reward_coding.parse_scale(hyperparameters["reward_scale"])
+    if reward_scale == reward_coding.AUTO:
+      raise ValueError("config.model.reward_scale is 'auto': pass the scale "
+                       "resolve_reward_scale derives from the training data.")
+  hyperparameters["reward_scale"] = float(reward_scale)
+  return hyperparameters
+
+
+def resolve_reward_scale(config: ml_collections.ConfigDict,
+                         train_windows: WindowSampler,
+                         test_windows: Optional[WindowSampler] = None) -> float:
+  """The reward scale to train with, derived ('auto') or checked.
+
+  The rewards are the distinct reward targets of the training windows,
+  reward[context_length:], i.e. sums over `config.jump` primitive steps:
+  exactly what the reward head is trained on. Raises
+  reward_coding.RewardCodingError (a ValueError) naming the rewards that do
+  not round-trip, the scale and bits, and a scale/bits that code them all.
+  Held-out rewards the chosen coding cannot represent only get a warning
+  (their held-out reward_log_prob is against a neighbouring code).
+  """
+  k = config.context_length
+  bits = config.model.reward_bits
+  rewards = train_windows.distinct_rewards(k)
+  what = (f"training rewards (the window targets reward[{k}:], sums over "
+          f"jump={config.jump} primitive steps)")
+  requested = reward_coding.parse_scale(config.model.reward_scale)
+  scale = reward_coding.resolve_scale(rewards, requested, bits, what)
+  how = ("derived from" if requested == reward_coding.AUTO
+         else "checked against")
+  line = (f"reward coding: reward_scale={scale:g} with reward_bits={bits}, "
+          f"{how} the {len(rewards)} distinct training rewards "
+          f"({rewards.min():g} to {rewards.max():g})")
+  logging.info("%s: %s", line, rewards[:64].tolist())
+  print(line, flush=True)
+  if test_windows is not None:
+    held_out = reward_coding.miscoded(test_windows.distinct_rewards(k), scale,
+                                      bits)
+    if held_out:
+      shown = ", ".join(f"{m.reward:g} -> {m.decoded + 0.0:g}"
+                        for m in held_out[:reward_coding.SHOWN])
+      logging.warning("reward coding: %d held-out rewards the training "
+                      "coding cannot represent (reward -> decoded): %s",
+                      len(held_out), shown)
+  return scale
+
+
 class Pretrainer:
   """One pretraining run in `workdir` (resumes what is there)."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str):
     self.config = config
     self.protocol = dataset_protocol(config.data)
-    # Budgets and logging cadence may change on resume; the model may not.
+    length = config.context_length + config.T
+    logging.info("loading dataset %s", config.data)
+    self.train_windows = datasets.window_sampler(
+        files.split_path(config.data, "train"), length, config.jump)
+    self.test_windows = datasets.window_sampler(
+        files.split_path(config.data, "test"), length, config.jump)
+    # Settled before the workdir is touched: a coding that cannot represent
+    # the training rewards is refused here.
+    self.reward_scale = resolve_reward_scale(config, self.train_windows,
+                                             self.test_windows)
+    record = ml_collections.ConfigDict(dict(
+        config.to_dict(), reward_coding=dict(scale=self.reward_scale)))
+    # Budgets and logging cadence may change on resume; the model may not
+    # (nor the reward scale that 'auto' derived).
     self.workdir = runs.prepare_workdir(
-        workdir, config, self.protocol,
+        workdir, record, self.protocol,
         ignore=("train_steps", "log_every", "eval_every", "image_every",
                 "checkpoint_every", "keep_checkpoints", "eval_windows",
                 "data"))
     self.spec = model_spec(config, self.protocol)
-    self.model = envmodels.build(self.spec, seed=config.seed,
-                                 **config.model.to_dict())
+    self.model = envmodels.build(
+        self.spec, seed=config.seed,
+        **model_hyperparameters(config, self.reward_scale))
     self.optimizer = snt.optimizers.Adam(config.learning_rate)
     self.step = tf.Variable(0, dtype=tf.int64, name="step")
     self._checkpoint = tf.train.Checkpoint(model=self.model,
@@ -77,12 +162,6 @@ class Pretrainer:
     self._manager = tf.train.CheckpointManager(
         self._checkpoint, os.path.join(self.workdir, "checkpoints"),
         max_to_keep=config.keep_checkpoints)
-    length = config.context_length + config.T
-    logging.info("loading dataset %s", config.data)
-    self.train_windows = datasets.window_sampler(
-        files.split_path(config.data, "train"), length, config.jump)
-    self.test_windows = datasets.window_sampler(
-        files.split_path(config.data, "test"), length, config.jump)
     self.log = MetricsLog(self.workdir)
     self.images_dir = os.path.join(self.workdir, "images")
     self._train_step = tf.function(self._train_step_impl)

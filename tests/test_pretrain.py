@@ -8,8 +8,10 @@ import pytest
 import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
-from i2a import collection, pretraining
+from envmodels import reward_coding
+from i2a import collection, io_utils, pretraining, runs
 from i2a.metrics import read_column
+from i2a.replay import datasets, files
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,41 @@ def test_a_finished_run_is_skipped(trained_run, dataset):
   before = os.stat(done).st_mtime_ns
   pretraining.run(_config(dataset, 12), workdir)
   assert os.stat(done).st_mtime_ns == before
+
+
+def test_the_auto_reward_scale_goes_into_config_json_and_the_export(
+    trained_run, dataset):
+  workdir, _, _ = trained_run
+  record = io_utils.read_json(os.path.join(workdir, runs.CONFIG))
+  assert record["model"]["reward_scale"] == "auto"
+  # MiniPacman 'regular' (the tiny dataset) pays 1, 2 or 5: whole numbers.
+  assert record["reward_coding"] == {"scale": 1.0}
+  spec = io_utils.read_json(os.path.join(workdir, "export", "spec.json"))
+  assert spec["hyperparameters"]["reward_scale"] == 1.0
+  rewards = datasets.window_sampler(files.split_path(dataset, "train"), 6,
+                                    1).distinct_rewards(3)
+  assert rewards.max() >= 1.0
+  assert not reward_coding.miscoded(rewards, 1.0, 4)
+
+
+def test_a_reward_scale_that_cannot_code_the_data_is_refused_first(
+    dataset, tmp_path):
+  workdir = tmp_path / "run"
+  config = _config(dataset, 4)
+  config.model.reward_scale = 0.1  # MsPacman's old hand-tuned scale
+  with pytest.raises(ValueError) as error:
+    pretraining.run(config, str(workdir))
+  message = str(error.value)
+  assert "reward_scale=0.1 with reward_bits=4" in message
+  assert "1 -> 0" in message  # the offending values, decoded
+  assert "reward_scale=1 with reward_bits=4 codes all" in message
+  assert not os.path.exists(workdir / runs.CONFIG)
+  # Too few bits for the scale: refused the same way.
+  config.model.reward_scale, config.model.reward_bits = 4, 1
+  with pytest.raises(ValueError, match=r"reward_bits=1 .*1 -> 0\.25 "
+                     r"\(overflow\)"):
+    pretraining.run(config, str(workdir))
+  assert not os.path.exists(workdir / runs.CONFIG)
 
 
 def test_missing_data_is_refused_with_what_to_pass(tmp_path):

@@ -114,6 +114,18 @@ def test_window_sampler_gathers_the_reference_windows():
                                  err_msg=key)
 
 
+def test_window_sampler_distinct_rewards_are_the_gathered_targets():
+  rng = np.random.default_rng(3)
+  eps = [_random_episode(rng, n) for n in (9, 4, 15, 8)]
+  sampler = episodes.WindowSampler(eps, length=4, jump=2)
+  rewards = sampler.gather(np.arange(sampler.num_windows))["reward"]
+  for first in (0, 1, 3):
+    np.testing.assert_array_equal(sampler.distinct_rewards(first),
+                                  np.unique(rewards[:, first:]))
+  with pytest.raises(ValueError, match="first must be in"):
+    sampler.distinct_rewards(4)
+
+
 def test_window_sampler_refuses_episodes_too_short_for_a_window():
   rng = np.random.default_rng(2)
   with pytest.raises(ValueError, match="needs 7 steps; the longest has 4"):

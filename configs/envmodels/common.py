@@ -5,6 +5,10 @@
 
 Presets: tiny (tests; tiny sizes, a few steps), minipacman, small (MsPacman
 104x80 on a CPU), paper (200x160, the paper's budget; for a GPU).
+
+model.reward_scale is 'auto' in every preset: pretraining derives the scale
+from the training split's rewards (docs/envmodels.md, "Reward coding"). A
+number (--config.model.reward_scale=0.1) is checked against them instead.
 """
 
 from __future__ import annotations
@@ -35,14 +39,16 @@ def make_config(kind: str, preset: str, config_file: str,
   # Architecture (EnvModel hyperparameters; defaults are the paper's sizes).
   config.model = ml_collections.ConfigDict(dict(
       state_channels=64, hidden_channels=32, encoder_channels=64,
-      likelihood="bernoulli", image_std=0.1, bit_depth=8,
-      reward_bits=8, reward_scale=0.1))  # MsPacman rewards are tens
+      likelihood="bernoulli", image_std=0.1, bit_depth=8, reward_bits=8,
+      # 'auto' or a number; derived from (or checked against) the data.
+      reward_scale=ml_collections.FieldReference("auto", field_type=object)))
   if kind in LATENT_KINDS:  # dssm_det keeps the sSSM's parameters (fair).
     config.model.latent_channels = 32
     config.model.min_std = 0.1
   # Loss knobs (docs/envmodels.md).
   config.loss = ml_collections.ConfigDict(dict(
-      kl_scale=1.0, free_nats=0.0, global_kl_scale=0.0, overshooting=0))
+      kl_scale=1.0, free_nats=0.0, free_nats_per="step", global_kl_scale=0.0,
+      overshooting=0))
   config.batch_size = 16
   config.learning_rate = 3e-4
   config.clip_norm = 100.0
@@ -55,7 +61,7 @@ def make_config(kind: str, preset: str, config_file: str,
   config.keep_checkpoints = 3
   if preset == "tiny":
     config.model.update(state_channels=8, hidden_channels=8,
-                        encoder_channels=8, reward_bits=4, reward_scale=10.0)
+                        encoder_channels=8, reward_bits=4)
     if "latent_channels" in config.model:
       config.model.latent_channels = 4
     config.context_length, config.T, config.jump = 3, 3, 1
@@ -68,7 +74,7 @@ def make_config(kind: str, preset: str, config_file: str,
     config.checkpoint_every = 6
   elif preset == "minipacman":
     config.model.update(state_channels=32, hidden_channels=32,
-                        encoder_channels=32, reward_bits=8, reward_scale=10.0)
+                        encoder_channels=32, reward_bits=8)
     config.jump = 1
     config.learning_rate = 1e-3
     config.train_steps = 5000

@@ -151,6 +151,23 @@ class WindowSampler:
         "discount": self.discount[obs_idx],
     }
 
+  def distinct_rewards(self, first: int = 0) -> np.ndarray:
+    """The distinct values of reward[first:] over all windows, float32 sorted.
+
+    With `first` = context_length these are exactly the reward targets a
+    model is trained on (`gather`'s values: sums of c primitive rewards),
+    computed position by position in O(windows) memory.
+    """
+    if not 0 <= first < self.length:
+      raise ValueError(f"first must be in [0, {self.length}), given {first}.")
+    values = []
+    for j in range(first, self.length):
+      index = self.starts + self.jump * j
+      low = np.maximum(index - self.jump, self._first - 1)  # exclusive
+      reward = self._reward_cumsum[index + 1] - self._reward_cumsum[low + 1]
+      values.append(np.unique(reward.astype(np.float32)))
+    return np.unique(np.concatenate(values))
+
   def sample(self, rng: np.random.Generator,
              batch_size: int) -> Dict[str, np.ndarray]:
     return self.gather(rng.integers(0, self.num_windows, batch_size))

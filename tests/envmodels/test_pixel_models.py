@@ -163,6 +163,49 @@ def test_vae_likelihood_is_the_elbo_per_frame():
   assert float(metrics["kl"]) >= 0.0
 
 
+def test_vae_per_unit_free_nats_clamp_each_latent_unit():
+  model = make_model("vae")
+  batch = make_batch()
+
+  def loss(**knobs):
+    model.reseed(3)
+    return model.loss(batch, **knobs).loss
+
+  loss()  # builds the variables
+  model.reseed(3)
+  # pylint: disable=protected-access
+  p = model._posterior_pass(batch)
+  units = pixel_models._diag_normal_kl_units(
+      p["post_mean"], p["post_std"], p["prior_mean"], p["prior_std"]).numpy()
+  # pylint: enable=protected-access
+  free = float(np.median(units))
+  expected = np.maximum(units, free).sum(axis=(1, 2, 3)).mean()
+  without_kl = float(loss(kl_scale=0.0))
+  assert float(loss(free_nats=free, free_nats_per="unit")) - without_kl == (
+      pytest.approx(expected, abs=2e-3))
+  # Every unit under the threshold: a constant term, no gradient.
+  with tf.GradientTape() as tape:
+    clamped = loss(free_nats=1e3, free_nats_per="unit")
+  assert float(clamped) - without_kl == pytest.approx(
+      1e3 * units[0].size, rel=1e-5)
+  with tf.GradientTape() as plain_tape:
+    unscaled = loss(kl_scale=0.0)
+  for g1, g2 in zip(tape.gradient(clamped, model.trainable_variables),
+                    plain_tape.gradient(unscaled, model.trainable_variables)):
+    np.testing.assert_allclose(tf.convert_to_tensor(g1).numpy(),
+                               tf.convert_to_tensor(g2).numpy(),
+                               rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_free_nats_knobs_are_validated_by_every_kind(kind):
+  model = make_model(kind)
+  with pytest.raises(ValueError, match="free_nats_per must be one of"):
+    model.loss(make_batch(), free_nats_per="frame")
+  with pytest.raises(ValueError, match="free_nats must be >= 0"):
+    model.loss(make_batch(), free_nats=-1.0)
+
+
 @pytest.mark.parametrize("kind", ["ar", "rar"])
 def test_relaxed_actions_are_differentiable(kind):
   model = make_model(kind, jump=3)

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from envmodels import state_space
+from envmodels import losses, state_space
 
 FRAME = (16, 16, 3)
 NUM_ACTIONS = 5
@@ -196,6 +196,60 @@ def test_free_nats_clamp_the_kl_term(kind):
     np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-4, atol=1e-6)
 
 
+def test_free_nats_per_step_position_or_unit_clamp_those_sums():
+  rng = np.random.default_rng(0)
+  units = rng.exponential(0.5, (2, 3, 4, 5)).astype(np.float32)
+  free = 0.4
+  expected = {
+      "step": np.maximum(units.sum(axis=(1, 2, 3)), free),
+      "position": np.maximum(units.sum(-1), free).sum(axis=(1, 2)),
+      "unit": np.maximum(units, free).sum(axis=(1, 2, 3)),
+  }
+  for per, value in expected.items():
+    np.testing.assert_allclose(
+        losses.free_nats_kl(tf.constant(units), free, per).numpy(), value,
+        rtol=1e-6, err_msg=per)
+  # The gradient reaches exactly the units above their free nats.
+  variable = tf.Variable(units)
+  with tf.GradientTape() as tape:
+    term = tf.reduce_sum(losses.free_nats_kl(variable, free, "unit"))
+  gradient = tape.gradient(term, variable).numpy()
+  assert 0 < np.sum(units < free) < units.size
+  np.testing.assert_array_equal(gradient, (units > free).astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])
+def test_per_unit_free_nats_clamp_each_latent_unit_of_the_loss(kind):
+  model = make_model(kind)
+  batch = make_batch()
+  model.reseed(3)
+  filtered = model._filter(batch, STEPS)  # pylint: disable=protected-access
+  units = np.stack([state_space.gaussian_kl_units(q, p).numpy() for q, p in
+                    zip(filtered.posteriors, filtered.priors)], 1)
+  free = float(np.median(units))  # half the units under the threshold
+  plain = loss_metrics(model)
+  clamped = loss_metrics(model, free_nats=free, free_nats_per="unit")
+  expected = np.maximum(units, free).sum(axis=(2, 3, 4)).mean()  # per step
+  assert clamped["kl"] == pytest.approx(plain["kl"], rel=1e-5)
+  assert clamped["kl_after_free_nats"] == pytest.approx(expected, rel=1e-5)
+  assert clamped["loss"] - plain["loss"] == pytest.approx(
+      expected - plain["kl"], abs=2e-3)
+  # Per step, the same threshold would be far below the summed KL: no-op.
+  per_step = loss_metrics(model, free_nats=free)
+  assert per_step["kl_after_free_nats"] == pytest.approx(plain["kl"],
+                                                         rel=1e-5)
+  # All units under the threshold: the KL term is constant, no gradient.
+  with tf.GradientTape() as tape:
+    model.reseed(3)
+    loss = model.loss(batch, free_nats=1e3, free_nats_per="unit").loss
+  with tf.GradientTape() as plain_tape:
+    model.reseed(3)
+    unscaled = model.loss(batch, kl_scale=0.0).loss
+  for g1, g2 in zip(tape.gradient(loss, model.trainable_variables),
+                    plain_tape.gradient(unscaled, model.trainable_variables)):
+    np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-4, atol=1e-6)
+
+
 def test_kl_scale_and_global_kl_scale_weigh_their_terms():
   model = make_model("sssm")
   plain = loss_metrics(model)
@@ -243,6 +297,10 @@ def test_unknown_or_negative_loss_knobs_raise_value_error():
     model.loss(make_batch(), free_nats=-1.0)
   with pytest.raises(ValueError, match="overshooting"):
     model.loss(make_batch(), overshooting=1.5)
+  with pytest.raises(ValueError, match="free_nats_per must be one of"):
+    model.loss(make_batch(), free_nats_per="frame")
+  with pytest.raises(ValueError, match="free_nats_per must be one of"):
+    make_model("dssm_det").loss(make_batch(), free_nats_per="frame")
 
 
 def test_loss_batch_of_wrong_shape_raises_value_error_naming_shapes():
