@@ -30,6 +30,8 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 import sonnet as snt
 import tensorflow as tf
 
+from envmodels import noise as noise_lib
+
 # Version of the export format (spec.json + variables). Bump on any change
 # that an older `envmodels.load` could not read.
 FORMAT_VERSION = 1
@@ -108,6 +110,9 @@ class EnvModel(snt.Module, abc.ABC):
           "such as (104, 80) or (200, 160).")
     self.spec = spec
     self._rng = tf.random.Generator.from_seed(seed)
+    # Set only while `step` runs with noise keys (sample_normal reads them).
+    self._noise_keys: Optional[tf.Tensor] = None
+    self._noise_draws = 0
 
   # -- Public API (the envmodels contract) ---------------------------------
 
@@ -122,9 +127,26 @@ class EnvModel(snt.Module, abc.ABC):
                          observations.shape)
     return self._initial_state(observations)
 
-  def step(self, state: State, actions: tf.Tensor) -> Tuple[State, StepOutput]:
-    """One model step (c primitive actions): (state, actions) -> (state, out)."""
-    return self._step(state, self.encode_actions(actions))
+  def step(self, state: State, actions: tf.Tensor,
+           noise: Optional[tf.Tensor] = None) -> Tuple[State, StepOutput]:
+    """One model step (c primitive actions): (state, actions) -> (state, out).
+
+    noise: optional int32/uint32 [B, 2] keys, one per row. With them the
+    step's random draws (a stochastic model's z) are a function of each
+    row's key alone (envmodels/noise.py): the same keys reproduce the same
+    step row by row, whatever the batch around it (an agent's actor and
+    learner batch differently). None: the model's own seeded generator.
+    """
+    encoded = self.encode_actions(actions)
+    if noise is None:
+      return self._step(state, encoded)
+    keys = noise_lib.as_keys(noise)
+    previous = self._noise_keys, self._noise_draws
+    self._noise_keys, self._noise_draws = keys, 0
+    try:
+      return self._step(state, encoded)
+    finally:
+      self._noise_keys, self._noise_draws = previous
 
   def render(self, state: State) -> tf.Tensor:
     """state -> float32 [B, H, W, C] in [0, 1] (the decoder's mean)."""
@@ -273,8 +295,14 @@ class EnvModel(snt.Module, abc.ABC):
     return tf.reshape(encoded, [batch, c * num_actions])
 
   def sample_normal(self, shape: tf.Tensor) -> tf.Tensor:
-    """Standard normal noise from the model's own seeded generator."""
-    return self._rng.normal(shape)
+    """Standard normal noise of `shape` [B, ...]: from the step's noise keys
+    while `step` runs with them (each call a new draw), else from the
+    model's own seeded generator."""
+    if self._noise_keys is None:
+      return self._rng.normal(shape)
+    counter, self._noise_draws = self._noise_draws, self._noise_draws + 1
+    return noise_lib.normal(self._noise_keys, tf.convert_to_tensor(shape)[1:],
+                            counter)
 
   def reseed(self, seed: int) -> None:
     """Resets the model's random generator (for reproducible rollouts)."""

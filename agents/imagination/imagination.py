@@ -47,6 +47,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
+from envmodels import noise
 from envmodels import pixel_models
 from envmodels import state_space
 from agents.imagination import rollout_policies
@@ -268,13 +269,22 @@ class ImaginationCore(snt.Module):
     imagination: 'abstract' (out.features) or 'pixels' (model.render).
     fix_first_action: see num_rollouts; if False every step is pi_r's.
     want_initial_features: also return the features of s_t|t.
+    seed: seeds the generator of window keys, drawn when a call gets none.
+
+  Noise: every random draw of the rollouts (pi_r's samples, a stochastic
+  model's z) is stateless, a function of the window's key (`keys`, uint32
+  or int32 [B, 2]): rollout k of window b, step t draws from
+  fold(fold(key_b, k), t) (envmodels/noise.py), the model with stream 0
+  and pi_r with stream 1. The actor stores each window's key with its
+  unroll, so the learner recomputing a rollout reproduces the imagination
+  the actor acted on, whatever the batch.
   """
 
   def __init__(self, model: envmodels.EnvModel,
                rollout_policy: rollout_policies.RolloutPolicy,
                num_rollouts: int, depth: int, imagination: str = "abstract",
                fix_first_action: bool = True,
-               want_initial_features: bool = False,
+               want_initial_features: bool = False, seed: int = 0,
                name: str = "imagination_core"):
     super().__init__(name=name)
     if num_rollouts < 1 or depth < 1:
@@ -290,12 +300,19 @@ class ImaginationCore(snt.Module):
     self.imagination = imagination
     self.fix_first_action = fix_first_action
     self.want_initial_features = want_initial_features
+    self._rng = tf.random.Generator.from_seed(seed)
 
-  def __call__(self, observations: tf.Tensor,
-               model_state: Any = None) -> Imagination:
+  def window_keys(self, batch_size: Any) -> tf.Tensor:
+    """Fresh noise keys int32 [B, 2] for B windows, from the core's seeded
+    generator (what the actor draws and stores per window)."""
+    return self._rng.uniform_full_int([batch_size, 2], tf.int32)
+
+  def __call__(self, observations: tf.Tensor, model_state: Any = None,
+               keys: Optional[tf.Tensor] = None) -> Imagination:
     """observations uint8 [B, context_length, H, W, C]; model_state: the
     initial state to use instead of model.initial_state(observations) (the
-    oracle's, from live environments)."""
+    oracle's, from live environments); keys int32/uint32 [B, 2]: the
+    windows' noise keys (None: fresh ones from window_keys)."""
     model, policy = self.model, self.rollout_policy
     k, num_actions = self.num_rollouts, policy.num_actions
     if model_state is None and not getattr(model, "learned", True):
@@ -312,6 +329,10 @@ class ImaginationCore(snt.Module):
       initial_features = state_features(model, initial)  # [B, h, w, d]
     batch = tf.shape(observations)[0]
     rows = batch * k
+    if keys is None:
+      keys = self.window_keys(batch)
+    row_keys = noise.fold(tf.repeat(noise.as_keys(keys), k, axis=0),
+                          tf.tile(tf.range(k), [batch]))  # [B*K, 2]
     state = tile_state(initial, k)  # [B*K, ...]
     first_actions = tf.tile(tf.range(k, dtype=tf.int32) % num_actions,
                             [batch])  # [B*K]: 0, 1, .., K-1, 0, 1, ..
@@ -320,14 +341,16 @@ class ImaginationCore(snt.Module):
       features = tile_state(initial_features, k)
     imaginations, rewards, logits, produced = [], [], [], []
     for t in range(self.depth):
+      step_keys = noise.fold(row_keys, t)  # [B*K, 2]
       if t == 0 and self.fix_first_action:
         actions = policy.first_actions(first_actions)
       else:
-        chosen = policy.actions(features, rows)
+        chosen = policy.actions(features, rows, noise.fold(step_keys, 1))
         actions = chosen.actions
         if chosen.logits is not None:
           logits.append(chosen.logits)
-      state, out = model.step(state, actions)  # one call for all B*K rows
+      state, out = model.step(state, actions, noise=noise.fold(
+          step_keys, 0))  # one call for all B*K rows
       produced.append(state)
       features = out.features  # [B*K, h, w, d]
       rewards.append(out.reward)

@@ -34,6 +34,10 @@ its abstract features are space_to_depth(8) of its frames, so uint8 frames
 carry them losslessly); by default also for a learned model's abstract
 rollouts under 'distillation' or 'random', where no gradient passes through
 the model and recomputing them would double the envmodel's compute.
+Where the learner recomputes them instead, the actor stores each window's
+noise key (`rollout_keys` int32 [2]): every random draw of the rollouts is
+a function of it (imagination.ImaginationCore), so the learner's
+imagination is the one the actor acted on.
 """
 
 from __future__ import annotations
@@ -95,7 +99,7 @@ class I2ANetwork(ActorCriticNetwork):
       learner; 'auto' is 'actor' for the emulator oracle (which the learner
       cannot query) and for abstract imaginations of a learned model under
       'distillation' or 'random', else 'recompute'.
-    seed: seeds the rollout policy's samples and p_imag's initialisation.
+    seed: seeds the rollouts' noise keys and p_imag's initialisation.
   """
 
   def __init__(self, model: envmodels.EnvModel, num_actions: int,
@@ -165,12 +169,12 @@ class I2ANetwork(ActorCriticNetwork):
     self.distillation_weight = float(distillation_weight)
     self.query_entropy_penalty = float(query_entropy_penalty)
     self.rollout_policy = rollout_policies.make_rollout_policy(
-        rollout_policy, num_actions, spec.jump, seed=seed,
+        rollout_policy, num_actions, spec.jump,
         channels=rollout_policy_channels, hidden=rollout_policy_hidden)
     self.imagination_core = imagination_lib.ImaginationCore(
         model, self.rollout_policy, num_rollouts, depth,
         imagination=imagination, fix_first_action=fix_first_action,
-        want_initial_features=rollout_policy == "distillation")
+        want_initial_features=rollout_policy == "distillation", seed=seed)
     strides = tuple(encoder_strides)
     channels = tuple(encoder_channels)
     if imagination == "pixels":  # a stronger summariser for frames
@@ -215,10 +219,11 @@ class I2ANetwork(ActorCriticNetwork):
                model_state: Any = None) -> NetworkOutput:
     """observations: uint8 [B, len(window_offsets), H, W, C], oldest first.
 
-    side_inputs: the stored rollouts `side_inputs` computed (per
-    side_input_spec(): the oracle's imagined_frames, or a learned model's
-    imagined_features and initial_features; imagined_rewards); they
-    replace the imagination core's.
+    side_inputs: what `side_inputs` computed (per side_input_spec()): the
+    stored rollouts (the oracle's imagined_frames, or a learned model's
+    imagined_features and initial_features; imagined_rewards), which
+    replace the imagination core's, or the windows' rollout_keys, from
+    which the core recomputes them. None: the core runs with fresh keys.
     model_state: optional initial model state for the B samples, used
     instead of model.initial_state(observations) (e.g. the oracle's,
     oracle.initial_state_from_envs(envs), when not using side inputs).
@@ -227,10 +232,13 @@ class I2ANetwork(ActorCriticNetwork):
     model_free = self.model_free_torso(frames_on_channels(tf.gather(
         observations, self._free_index, axis=1)))  # [B, hidden]
     if side_inputs:
+      self._check_side_inputs(side_inputs)
+    if side_inputs and self.rollouts_from_actor:
       imagined = self._stored_imagination(observations, side_inputs)
     else:
+      keys = side_inputs["rollout_keys"] if side_inputs else None
       imagined = self.imagination_core(self.model_context(observations),
-                                       model_state)
+                                       model_state, keys)
     summaries = self.rollout_encoder(imagined.imaginations,
                                      imagined.rewards)  # [B*K, L]
     aggregated = imagination_lib.split_rollouts(
@@ -297,6 +305,7 @@ class I2ANetwork(ActorCriticNetwork):
         self.model, self.rollout_policy, self.num_rollouts, self.depth,
         imagination="pixels",
         fix_first_action=self.imagination_core.fix_first_action)
+    keys = self.imagination_core.window_keys(len(windows))
     state = None
     if self.needs_env_states:
       if envs is None or len(envs) != len(windows):
@@ -307,7 +316,8 @@ class I2ANetwork(ActorCriticNetwork):
       state = self.model.initial_state_from_envs(
           envs, observations=windows[:, -1])
     try:
-      imagined = core(self.model_context(self._check_window(windows)), state)
+      imagined = core(self.model_context(self._check_window(windows)), state,
+                      keys)
     finally:
       if state is not None:
         self.model.release(state)
@@ -327,9 +337,11 @@ class I2ANetwork(ActorCriticNetwork):
     features are space_to_depth(frame / 255, 8), the same values: 4x
     smaller as uint8 than as float32). A learned model: imagined_features
     float32 [K, tau, ...] (as the core gives them) and, for distillation,
-    initial_features [h, w, d]. Both: imagined_rewards [K, tau]."""
+    initial_features [h, w, d]. Both: imagined_rewards [K, tau]. Where
+    the learner recomputes the rollouts: rollout_keys int32 [2], the
+    window's noise key."""
     if not self.rollouts_from_actor:
-      return {}
+      return {"rollout_keys": tf.TensorSpec([2], tf.int32, "rollout_keys")}
     k, tau = self.num_rollouts, self.depth
     spec = {"imagined_rewards": tf.TensorSpec([k, tau], tf.float32,
                                               "imagined_rewards")}
@@ -346,7 +358,7 @@ class I2ANetwork(ActorCriticNetwork):
     if self._stored_shapes is None:
       probe = self.imagination_core(tf.zeros(
           [1, self.context_length, *self._observation_shape],
-          tf.uint8))  # the model's context
+          tf.uint8), keys=tf.zeros([1, 2], tf.int32))  # the model's context
       shapes = {"imagined_features": (self.num_rollouts, self.depth,
                                       *probe.imaginations.shape[2:])}
       if self.strategy == "distillation":
@@ -357,13 +369,16 @@ class I2ANetwork(ActorCriticNetwork):
   def side_inputs(self, windows: np.ndarray,
                   envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
     """The actor's K rollouts for `windows` [B, len(window_offsets), H, W,
-    C]: from the
-    learned model, or from the B live environments `envs` for the oracle
-    (only read: snapshots are restored into the oracle's own worker env)."""
-    if not self.rollouts_from_actor:
-      return super().side_inputs(windows, envs)
+    C]: from the learned model, or from the B live environments `envs` for
+    the oracle (only read: snapshots are restored into the oracle's own
+    worker env). Where the learner recomputes them: fresh noise keys
+    rollout_keys [B, 2], from which the actor and the learner both run
+    them."""
     windows = np.asarray(windows)
     self._check_window(windows)
+    if not self.rollouts_from_actor:
+      return {"rollout_keys":
+              self.imagination_core.window_keys(len(windows)).numpy()}
     if not self.needs_env_states:
       return {name: value.numpy() for name, value in
               self._model_rollouts(tf.constant(windows)).items()}
@@ -392,13 +407,23 @@ class I2ANetwork(ActorCriticNetwork):
   def _stored_imagination(self, observations: tf.Tensor,
                           side_inputs: Mapping[str, tf.Tensor]
                           ) -> imagination_lib.Imagination:
-    """The Imagination of stored rollouts, as the core would give it, after
-    checking them against side_input_spec()."""
-    if not self.rollouts_from_actor:
-      raise ValueError(
-          "this I2A recomputes its rollouts (learner_rollouts='recompute'); "
-          f"it takes no side inputs, given {sorted(side_inputs)}.")
+    """The Imagination of stored rollouts, as the core would give it."""
+    return imagination_lib.from_side_inputs(
+        side_inputs, observations, self.num_rollouts, self.num_actions,
+        frame_shape=self._observation_shape if self.needs_env_states
+        else None, abstract=self.imagination == "abstract",
+        with_initial_features=self.strategy == "distillation")
+
+  def _check_side_inputs(self, side_inputs: Mapping[str, tf.Tensor]) -> None:
+    """Refuses side inputs other than side_input_spec()'s."""
     expected = self.side_input_spec()
+    unknown = sorted(set(side_inputs) - set(expected))
+    if unknown:
+      raise ValueError(
+          f"the I2A takes the side inputs {sorted(expected)} (learner_"
+          f"rollouts resolved to "
+          f"{'actor' if self.rollouts_from_actor else 'recompute'}), given "
+          f"unknown {unknown}.")
     for name, spec in expected.items():
       if name not in side_inputs:
         raise ValueError(f"the I2A's side inputs lack {name!r}: expected "
@@ -408,11 +433,6 @@ class I2ANetwork(ActorCriticNetwork):
         raise ValueError(f"{name}: expected [B, "
                          f"{', '.join(map(str, spec.shape))}], given "
                          f"{given.as_list()}.")
-    return imagination_lib.from_side_inputs(
-        side_inputs, observations, self.num_rollouts, self.num_actions,
-        frame_shape=self._observation_shape if self.needs_env_states
-        else None, abstract=self.imagination == "abstract",
-        with_initial_features=self.strategy == "distillation")
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:

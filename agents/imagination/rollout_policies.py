@@ -32,8 +32,10 @@ Decisions:
     or the same probability vector c times for the relaxed query). The agent
     policy it distils acts on one primitive action, so one distribution
     has one well-defined target.
-  * Samples use Gumbel-max with the policy's own seeded tf.random.Generator,
-    so rollouts are reproducible and work inside tf.function.
+  * Samples are stateless: Gumbel-max (or uniform draws) from each row's
+    noise keys (envmodels/noise.py) that the imagination core passes in, so
+    the learner recomputing a rollout from the keys the actor stored draws
+    exactly the actor's actions, whatever the batch.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from typing import NamedTuple, Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
+
+from envmodels import noise
 
 STRATEGIES = ("distillation", "learning_to_query", "imagination_prior",
               "random")
@@ -92,7 +96,7 @@ class RolloutPolicy(snt.Module, abc.ABC):
   relaxed: bool = False
   needs_features: bool = False
 
-  def __init__(self, num_actions: int, jump: int, seed: int = 0,
+  def __init__(self, num_actions: int, jump: int,
                name: Optional[str] = None):
     super().__init__(name=name)
     if num_actions < 1 or jump < 1:
@@ -101,7 +105,6 @@ class RolloutPolicy(snt.Module, abc.ABC):
     self.num_actions = num_actions
     self.jump = jump
     self.network: Optional[RolloutPolicyNetwork] = None
-    self._rng = tf.random.Generator.from_seed(seed)
 
   def first_actions(self, indices: tf.Tensor) -> tf.Tensor:
     """The fixed first step: primitive action `indices` [N] held for all c
@@ -113,20 +116,18 @@ class RolloutPolicy(snt.Module, abc.ABC):
     return actions  # [N, c]
 
   @abc.abstractmethod
-  def actions(self, features: Optional[tf.Tensor],
-              batch_size: tf.Tensor) -> RolloutActions:
+  def actions(self, features: Optional[tf.Tensor], batch_size: tf.Tensor,
+              keys: tf.Tensor) -> RolloutActions:
     """Actions for one model step from the abstract features [N, h, w, d]
     of the current imagined state (None if `needs_features` is False);
-    batch_size N as a scalar tensor."""
+    batch_size N as a scalar tensor; keys uint32 [N, 2]: this step's noise
+    keys of each row (envmodels/noise.py)."""
 
-  def _sample(self, logits: tf.Tensor) -> tf.Tensor:
+  def _sample(self, logits: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
     """c i.i.d. samples from softmax(logits [N, A]) -> int32 [N, c]
-    (Gumbel-max; no gradient)."""
+    (Gumbel-max from the rows' keys; no gradient)."""
     logits = tf.stop_gradient(logits)
-    shape = tf.concat([tf.shape(logits)[:1], [self.jump, self.num_actions]],
-                      0)
-    uniform = self._rng.uniform(shape, minval=1e-20, maxval=1.0)
-    gumbel = -tf.math.log(-tf.math.log(uniform))  # [N, c, A]
+    gumbel = noise.gumbel(keys, [self.jump, self.num_actions])  # [N, c, A]
     return tf.argmax(logits[:, None, :] + gumbel, axis=-1,
                      output_type=tf.int32)
 
@@ -138,14 +139,14 @@ class DistillationPolicy(RolloutPolicy):
   strategy = "distillation"
   needs_features = True
 
-  def __init__(self, num_actions: int, jump: int, seed: int = 0,
-               channels: int = 16, hidden: int = 64):
-    super().__init__(num_actions, jump, seed, name="distillation_policy")
+  def __init__(self, num_actions: int, jump: int, channels: int = 16,
+               hidden: int = 64):
+    super().__init__(num_actions, jump, name="distillation_policy")
     self.network = RolloutPolicyNetwork(num_actions, channels, hidden)
 
-  def actions(self, features, batch_size) -> RolloutActions:
+  def actions(self, features, batch_size, keys) -> RolloutActions:
     logits = self.network(features)  # [N, A]
-    return RolloutActions(self._sample(logits), logits)
+    return RolloutActions(self._sample(logits, keys), logits)
 
 
 class LearningToQueryPolicy(RolloutPolicy):
@@ -156,12 +157,12 @@ class LearningToQueryPolicy(RolloutPolicy):
   relaxed = True
   needs_features = True
 
-  def __init__(self, num_actions: int, jump: int, seed: int = 0,
-               channels: int = 16, hidden: int = 64):
-    super().__init__(num_actions, jump, seed, name="learning_to_query_policy")
+  def __init__(self, num_actions: int, jump: int, channels: int = 16,
+               hidden: int = 64):
+    super().__init__(num_actions, jump, name="learning_to_query_policy")
     self.network = RolloutPolicyNetwork(num_actions, channels, hidden)
 
-  def actions(self, features, batch_size) -> RolloutActions:
+  def actions(self, features, batch_size, keys) -> RolloutActions:
     logits = self.network(features)  # [N, A]
     probabilities = tf.nn.softmax(logits)  # differentiable
     relaxed = tf.tile(probabilities[:, None, :], [1, self.jump, 1])
@@ -174,13 +175,13 @@ class ImaginationPriorPolicy(RolloutPolicy):
 
   strategy = "imagination_prior"
 
-  def __init__(self, num_actions: int, jump: int, seed: int = 0):
-    super().__init__(num_actions, jump, seed, name="imagination_prior_policy")
+  def __init__(self, num_actions: int, jump: int):
+    super().__init__(num_actions, jump, name="imagination_prior_policy")
 
   def first_actions(self, indices: tf.Tensor) -> tf.Tensor:
     return tf.zeros([tf.shape(indices)[0], self.jump], tf.int32)
 
-  def actions(self, features, batch_size) -> RolloutActions:
+  def actions(self, features, batch_size, keys) -> RolloutActions:
     return RolloutActions(tf.zeros([batch_size, self.jump], tf.int32), None)
 
 
@@ -189,27 +190,28 @@ class UniformRandomPolicy(RolloutPolicy):
 
   strategy = "random"
 
-  def __init__(self, num_actions: int, jump: int, seed: int = 0):
-    super().__init__(num_actions, jump, seed, name="uniform_random_policy")
+  def __init__(self, num_actions: int, jump: int):
+    super().__init__(num_actions, jump, name="uniform_random_policy")
 
-  def actions(self, features, batch_size) -> RolloutActions:
-    actions = self._rng.uniform([batch_size, self.jump], minval=0,
-                                maxval=self.num_actions, dtype=tf.int32)
+  def actions(self, features, batch_size, keys) -> RolloutActions:
+    uniform = noise.uniform(keys, [self.jump])  # [N, c] in (0, 1)
+    actions = tf.minimum(tf.cast(uniform * self.num_actions, tf.int32),
+                         self.num_actions - 1)
     return RolloutActions(actions, None)  # [N, c]
 
 
 def make_rollout_policy(strategy: str, num_actions: int, jump: int,
-                        seed: int = 0, channels: int = 16,
-                        hidden: int = 64) -> RolloutPolicy:
+                        channels: int = 16, hidden: int = 64
+                        ) -> RolloutPolicy:
   """The rollout policy of `strategy` (one of STRATEGIES)."""
   if strategy in ("distillation", "learning_to_query"):
     cls = (DistillationPolicy if strategy == "distillation"
            else LearningToQueryPolicy)
-    return cls(num_actions, jump, seed, channels=channels, hidden=hidden)
+    return cls(num_actions, jump, channels=channels, hidden=hidden)
   if strategy == "imagination_prior":
-    return ImaginationPriorPolicy(num_actions, jump, seed)
+    return ImaginationPriorPolicy(num_actions, jump)
   if strategy == "random":
-    return UniformRandomPolicy(num_actions, jump, seed)
+    return UniformRandomPolicy(num_actions, jump)
   raise ValueError(f"unknown rollout_policy {strategy!r}; choose one of "
                    f"{', '.join(STRATEGIES)}.")
 

@@ -36,7 +36,8 @@ def exports(tmp_path_factory):
   made = {}
   for name, kind, jump, action_free in (("det", "dssm_det", 1, False),
                                         ("det_jump2", "dssm_det", 2, False),
-                                        ("action_free", "sssm", 1, True)):
+                                        ("action_free", "sssm", 1, True),
+                                        ("sssm", "sssm", 1, False)):
     spec = envmodels.EnvModelSpec(kind=kind, observation_shape=FRAME,
                                   num_actions=NUM_ACTIONS, jump=jump,
                                   context_length=CONTEXT,
@@ -235,6 +236,8 @@ def test_distillation_loss_falls_and_never_touches_the_agent_policy(exports):
                  distillation_weight=2.0)
   obs = observations(batch=4)
   output = network(obs)
+  # An agent policy far from pi_r's near-uniform start, whatever the init.
+  network._policy_head.b.assign([2.0, 0.0, -1.0, 0.0, 1.0])  # pylint: disable=protected-access
   pi_r = network.rollout_policy.network.trainable_variables
   pi_r_refs = {v.ref() for v in pi_r}
   others = [v for v in network.learnable_variables if v.ref() not in pi_r_refs]
@@ -311,9 +314,9 @@ class _Recorder:
     method = getattr(model, name)
 
     @functools.wraps(method)
-    def record(*args):
+    def record(*args, **kwargs):
       self.calls.append(args)
-      return method(*args)
+      return method(*args, **kwargs)
     setattr(model, name, record)
 
 
@@ -477,9 +480,12 @@ def test_learner_rollouts_auto_stores_them_where_no_gradient_needs_the_model(
   network = networks.make_network(config, NUM_ACTIONS, FRAME,
                                   envmodel=load(exports))
   assert network.rollouts_from_actor == stored
-  assert bool(network.side_input_spec()) == stored
-  if not stored:  # nothing to compute: no side inputs, no error
-    assert network.side_inputs(np.zeros([1, 3, *FRAME], np.uint8), None) == {}
+  recomputed = {"rollout_keys"}  # the learner reruns them from the keys
+  assert (set(network.side_input_spec()) == recomputed) == (not stored)
+  if not stored:  # only the window's noise key
+    side = network.side_inputs(np.zeros([2, 3, *FRAME], np.uint8), None)
+    assert set(side) == recomputed and side["rollout_keys"].shape == (2, 2)
+    assert side["rollout_keys"].dtype == np.int32
 
 
 def test_learner_rollouts_refuses_what_cannot_work(exports):
@@ -582,3 +588,39 @@ def test_the_rollout_encoder_reads_imagined_rewards_through_symlog():
       rewards.numpy()[0])
   with pytest.raises(ValueError, match="reward_transform must be one of"):
     imagination_lib.RolloutEncoder((4,), (1,), 8, reward_transform="log")
+
+
+# -- Seeded rollout noise: the learner recomputes the actor's imagination -----
+
+
+@pytest.mark.parametrize("export,overrides", [
+    ("sssm", dict(rollout_policy="distillation",
+                  learner_rollouts="recompute")),  # z and pi_r's samples
+    ("sssm", dict(rollout_policy="learning_to_query")),  # z
+    ("det", dict(rollout_policy="random", learner_rollouts="recompute")),
+    ("action_free", dict(rollout_policy="imagination_prior"))])
+def test_the_learner_recomputes_exactly_the_imagination_the_actor_acted_on(
+    exports, export, overrides):
+  from agents.acting import Actor  # pylint: disable=import-outside-toplevel
+  from tests import fakes  # pylint: disable=import-outside-toplevel
+  network = make(load(exports, export), depth=3, **overrides)
+  builder.create_variables(network, FRAME)
+  assert set(network.side_input_spec()) == {"rollout_keys"}
+  actor = Actor(network, fakes.counting_vector_env(
+      3, shape=FRAME, num_actions=NUM_ACTIONS, min_length=2, max_length=6),
+                unroll_length=4, seed=0)
+  batch, _ = actor.unroll()
+  actor.close()
+  # The learner's view: all n + 1 windows of all unrolls in one batch, in
+  # another order than the actor's [N] batches.
+  windows = batch["observation"].reshape([-1, 3, *FRAME])  # [N * 5, ...]
+  keys = batch["rollout_keys"].reshape([-1, 2])
+  order = np.random.RandomState(0).permutation(len(windows))
+  logits = network(windows[order], {"rollout_keys": keys[order]}
+                   ).policy_logits.numpy()[np.argsort(order)]
+  logits = logits.reshape([3, 5, NUM_ACTIONS])[:, :-1]
+  np.testing.assert_allclose(logits, batch["behaviour_logits"], atol=2e-5)
+  # Other keys give another imagination (the noise matters here).
+  other = network(windows, {"rollout_keys": keys + 1}).policy_logits.numpy()
+  assert not np.allclose(other.reshape([3, 5, -1])[:, :-1],
+                         batch["behaviour_logits"], atol=1e-4)

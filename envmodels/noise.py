@@ -1,0 +1,110 @@
+"""Stateless, row-keyed random numbers: noise that a key reproduces exactly.
+
+Where it sits in the data flow: an agent that queries a stochastic model
+(an sSSM's or dSSM-VAE's z, a sampling rollout policy) in its actor and
+again in its learner must see the same imagination twice, although the two
+batch their rows differently. `EnvModel.step(state, actions, noise=keys)`
+and the I2A's rollout policies draw through these functions: every number
+is a hash of its row's key, a counter (which draw of the step) and its
+index within the row, so row i's noise depends on keys[i] alone, never on
+the batch around it, on a generator's state or on the op order.
+
+Keys are uint32 [N, 2]. The hash is Wellons' "lowbias32" 32-bit integer
+finaliser applied in a chain (key word 0, key word 1, counter, index); its
+24 high bits give uniforms in (0, 1), two of them a normal by Box-Muller.
+This is not a cryptographic generator, and statistically it is plenty for
+sampling latents and actions (tests/envmodels/test_noise.py checks moments
+and independence of neighbouring rows and draws).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence, Union
+
+import tensorflow as tf
+
+_GOLDEN = 0x9E3779B9  # 2^32 / golden ratio: spreads consecutive integers
+
+
+def _u32(value: int) -> tf.Tensor:
+  return tf.constant(value & 0xFFFFFFFF, tf.uint32)
+
+
+def lowbias32(x: tf.Tensor) -> tf.Tensor:
+  """A 32-bit integer hash (uint32 in, uint32 out, elementwise)."""
+  x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, _u32(16)))
+  x = x * _u32(0x7FEB352D)
+  x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, _u32(15)))
+  x = x * _u32(0x846CA68B)
+  return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, _u32(16)))
+
+
+def as_keys(keys: tf.Tensor) -> tf.Tensor:
+  """int32/int64/uint32 [N, 2] -> uint32 [N, 2] (bit patterns kept for
+  32-bit types; int64 values taken modulo 2^32)."""
+  keys = tf.convert_to_tensor(keys)
+  if keys.shape.rank != 2 or keys.shape[-1] != 2:
+    raise ValueError("noise keys: expected shape [N, 2] (one key per row), "
+                     f"given {keys.shape.as_list()}.")
+  if keys.dtype == tf.uint32:
+    return keys
+  if keys.dtype == tf.int32:
+    return tf.bitcast(keys, tf.uint32)
+  if keys.dtype == tf.int64:
+    return tf.cast(tf.bitwise.bitwise_and(keys, 0xFFFFFFFF), tf.uint32)
+  raise ValueError(f"noise keys must be integers, given {keys.dtype.name}.")
+
+
+def fold(keys: tf.Tensor, value: tf.Tensor) -> tf.Tensor:
+  """New keys [N, 2] from `keys` [N, 2] and `value` (int scalar or [N]):
+  e.g. a rollout's keys from its window's key and the rollout index, or a
+  step's keys from its rollout's and the step index."""
+  keys = as_keys(keys)
+  value = tf.cast(value, tf.uint32) * _u32(_GOLDEN)
+  value = tf.broadcast_to(value, tf.shape(keys)[:1])
+  first = lowbias32(tf.bitwise.bitwise_xor(keys[:, 0], value))
+  second = lowbias32(tf.bitwise.bitwise_xor(keys[:, 1] + _u32(_GOLDEN),
+                                            first))
+  return tf.stack([first, second], axis=1)
+
+
+Shape = Union[Sequence[int], tf.Tensor]
+
+
+def _bits(keys: tf.Tensor, shape: Shape, counter: int) -> tf.Tensor:
+  """uint32 [N, *shape]: hash(key_i, counter, element index)."""
+  keys = as_keys(keys)
+  shape = tf.cast(tf.convert_to_tensor(shape), tf.int32)  # [rank - 1]
+  size = tf.reduce_prod(shape)
+  salted = tf.bitwise.bitwise_xor(keys[:, 1],
+                                  _u32(counter * _GOLDEN + 0x632BE5AB))
+  row = lowbias32(keys[:, 0] + lowbias32(salted))  # [N]
+  index = tf.cast(tf.range(size), tf.uint32) * _u32(_GOLDEN)  # [size]
+  bits = lowbias32(tf.bitwise.bitwise_xor(row[:, None], index[None, :]))
+  return tf.reshape(bits, tf.concat([tf.shape(keys)[:1], shape], 0))
+
+
+def uniform(keys: tf.Tensor, shape: Shape,
+            counter: int = 0) -> tf.Tensor:
+  """float32 [N, *shape] uniform in (0, 1), row i a function of keys[i],
+  `counter` and the element's index only (`shape`: the per-row shape, a
+  list or an int32 tensor)."""
+  bits = tf.bitwise.right_shift(_bits(keys, shape, counter), _u32(8))
+  return (tf.cast(bits, tf.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def normal(keys: tf.Tensor, shape: Shape,
+           counter: int = 0) -> tf.Tensor:
+  """float32 [N, *shape] standard normal (Box-Muller over two uniforms
+  drawn with counters 2 * counter and 2 * counter + 1)."""
+  u1 = uniform(keys, shape, 2 * counter)
+  u2 = uniform(keys, shape, 2 * counter + 1)
+  return tf.sqrt(-2.0 * tf.math.log(u1)) * tf.cos((2.0 * math.pi) * u2)
+
+
+def gumbel(keys: tf.Tensor, shape: Shape,
+           counter: int = 0) -> tf.Tensor:
+  """float32 [N, *shape] standard Gumbel: argmax(logits + gumbel) samples
+  softmax(logits)."""
+  return -tf.math.log(-tf.math.log(uniform(keys, shape, counter)))
