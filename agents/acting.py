@@ -242,6 +242,18 @@ class Actor:
             if side_inputs else None)
     return self._policy_logits(tf.constant(windows), side).numpy()
 
+  def _act(self) -> Tuple[np.ndarray, Optional[Dict[str, np.ndarray]]]:
+    """The policy logits [N, A] of the current windows and their side
+    inputs: one `network.act` call, or, for the window an unroll starts
+    with, the side inputs the last unroll computed (the same environment
+    states) and the logits under the newly pulled weights."""
+    if not self._side_spec or self._side_cache is not None:
+      side = self._current_side_inputs()
+      return self.policy_logits(self._windows.frames, side), side
+    logits, self._side_cache = self.network.act(self._windows.frames,
+                                                self.environments)
+    return logits, self._side_cache
+
   def _current_side_inputs(self) -> Optional[Dict[str, np.ndarray]]:
     """The side inputs of the current windows ({name: [N, ...]}), or None
     for a network without any."""
@@ -281,10 +293,9 @@ class Actor:
     finished: List[Episode] = []
     for t in range(n):
       batch["observation"][:, t] = self._windows.frames
-      side = self._current_side_inputs()
+      logits, side = self._act()  # [N, A], {name: [N, ...]}
       for name in self._side_spec:
         batch[name][:, t] = side[name]
-      logits = self.policy_logits(self._windows.frames, side)  # [N, A]
       actions = sample_actions(logits, self._rng, self._greedy)  # [N]
       observations, rewards, terminated, truncated, _ = self._envs.step(
           actions)

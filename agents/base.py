@@ -82,6 +82,22 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
         f"{type(self).__name__} declares side inputs "
         f"{sorted(self.side_input_spec())} but does not compute them.")
 
+  def act(self, windows: np.ndarray, envs: Optional[Sequence[object]]
+          ) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
+    """One acting step: the policy logits float32 [B, A] of `windows` uint8
+    [B, k, H, W, C] and their side inputs {name: [B, ...]} (the actor
+    stores them with the unroll). Default: `side_inputs`, then the network
+    in one tf.function; a network that can compute both in one graph
+    overrides it (the I2A over a learned model: rollouts, encoder and heads
+    in one call)."""
+    side = self.side_inputs(windows, envs) if self.side_input_spec() else {}
+    if getattr(self, "_act_logits", None) is None:
+      self._act_logits = tf.function(
+          lambda w, s: self(w, s or None).policy_logits)
+    logits = self._act_logits(
+        tf.constant(windows), {k: tf.constant(v) for k, v in side.items()})
+    return logits.numpy(), side
+
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
     """Extra loss terms (scalar) and their metrics; none by default."""

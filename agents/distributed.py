@@ -85,6 +85,7 @@ class _Setup:
   def __init__(self, config: ml_collections.ConfigDict):
     training.check_config(config)
     builder.check_agent(config)
+    runs.use_precision(config)  # every role computes in it
     self.config = config
     self.protocol = runs.protocol_from_config(config)
     self.num_actions = environments.num_actions(self.protocol)

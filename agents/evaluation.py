@@ -65,8 +65,10 @@ def load_agent(config: ml_collections.ConfigDict,
                envmodel: str = "") -> Tuple[ActorCriticNetwork, Dict[str, int]]:
   """The network restored from `checkpoint`, and its counters.
 
-  `envmodel` replaces config.envmodel (e.g. an export that moved).
+  `envmodel` replaces config.envmodel (e.g. an export that moved). The
+  process computes in the run's precision from then on (runs.use_precision).
   """
+  runs.use_precision(config)
   num_actions = environments.num_actions(protocol)
   observation_shape = tuple(protocol.observation_shape)
   export_dir = envmodel or config.envmodel
@@ -117,10 +119,10 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
         imaginations = None  # this network imagines nothing
       else:
         imaginations.append((length, imagined))
-    side = ({k: tf.constant(v) for k, v in
-             network.side_inputs(windows.frames, [env]).items()}
-            if side_spec else None)
-    logits = policy_logits(tf.constant(windows.frames), side).numpy()
+    if side_spec:
+      logits, _ = network.act(windows.frames, [env])
+    else:
+      logits = policy_logits(tf.constant(windows.frames), None).numpy()
     action = int(sample_actions(logits, rng, greedy)[0])
     observation, reward, terminated, truncated, _ = env.step(action)
     episode_return += float(reward)

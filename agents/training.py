@@ -60,7 +60,8 @@ RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
 # --config.network.head_hidden=0. I2A runs made before the context of jumpy
 # models was spaced and rollout noise seeded have no such path (the
 # network.reward_transform field is new to them and has no legacy value).
-LEGACY_VALUES = {"loss.reward_clipping": "none", "network.head_hidden": 0}
+LEGACY_VALUES = {"loss.reward_clipping": "none", "network.head_hidden": 0,
+                 "precision": "fp32"}
 # The embedded learner never waits longer than this for unrolls.
 EMBEDDED_TIMEOUT_MS = 120_000
 
@@ -99,6 +100,7 @@ class Trainer:
     self.observation_shape = tuple(self.protocol.observation_shape)
     # The envmodel is loaded and checked before anything is written, so a
     # refused model leaves no workdir behind to block the corrected run.
+    runs.use_precision(config)
     learner_model = actor_model = None
     if config.envmodel:
       learner_model = builder.load_envmodel(

@@ -141,7 +141,7 @@ def forward_gflop_per_window(network: Any, batch: int,
   graph profiler over the traced network. Rollouts the actor stores (side
   inputs) are computed in the traced forward, as acting computes them; an
   emulator oracle's come in as inputs (its emulator steps count nothing)."""
-  windows = tf.TensorSpec([batch, network.context_length,
+  windows = tf.TensorSpec([batch, len(network.window_offsets),
                            *observation_shape], tf.uint8)
   side = None
   if getattr(network, "needs_env_states", False):
@@ -155,9 +155,12 @@ def forward_gflop_per_window(network: Any, batch: int,
   return total.total_float_ops / batch / 1e9
 
 
-def measure(row: Row, updates: int, warmup: int) -> Dict[str, Any]:
+def measure(row: Row, updates: int, warmup: int,
+            precision: str = "") -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
     config = load_config(row, tmpdir)
+    if precision:
+      config.precision = precision
     trainer = training.Trainer(config, os.path.join(tmpdir, "run"))
     try:
       gflop = forward_gflop_per_window(trainer.actor.network,
@@ -187,6 +190,7 @@ def measure(row: Row, updates: int, warmup: int) -> Dict[str, Any]:
   return dict(
       config_file=row.config_file, preset=row.preset,
       overrides={k: str(v) for k, v in row.overrides.items()},
+      precision=config.precision,
       env_id=config.protocol.env_id, num_envs=config.num_envs,
       unroll_length=config.unroll_length, batch_size=config.batch_size,
       observation_size=list(config.protocol.observation_size),
@@ -203,6 +207,9 @@ def main() -> None:
                       help=f"comma-separated names among {sorted(ROWS)}")
   parser.add_argument("--updates", type=int, default=100)
   parser.add_argument("--warmup", type=int, default=10)
+  parser.add_argument("--precisions", default="",
+                      help="comma-separated (fp32, bf16, auto): each row at "
+                      "each, named ROW@PRECISION; default: the configs'")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "train_throughput.json"),
                       help="where the JSON report goes")
@@ -211,22 +218,28 @@ def main() -> None:
   unknown = sorted(set(names) - set(ROWS))
   if unknown:
     parser.error(f"unknown rows {unknown}; known: {sorted(ROWS)}")
+  precisions = [p for p in args.precisions.split(",") if p] or [""]
   results = {}
   for name in names:
-    print(f"measuring {name} ...", file=sys.stderr, flush=True)
-    results[name] = measure(ROWS[name], args.updates, args.warmup)
+    for precision in precisions:
+      label = f"{name}@{precision}" if precision else name
+      print(f"measuring {label} ...", file=sys.stderr, flush=True)
+      results[label] = measure(ROWS[name], args.updates, args.warmup,
+                               precision)
   report = dict(
       rows=results, python=platform.python_version(),
       tensorflow=tf.__version__, numpy=np.__version__,
       machine=platform.machine(), cpus=os.cpu_count(),
       load_average=list(os.getloadavg()),
       date=time.strftime("%Y-%m-%dT%H:%M:%S"))
-  # Each row against A2C on the same environment, measured in this run.
-  a2c = {r["env_id"]: r["env_steps_per_s"] for name, r in results.items()
-         if name.startswith("a2c/")}
+  # Each row against A2C on the same environment at the same precision,
+  # measured in this run.
+  a2c = {(r["env_id"], r["precision"]): r["env_steps_per_s"]
+         for name, r in results.items() if name.startswith("a2c/")}
   for r in results.values():
-    r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[r["env_id"]]
-                            if r["env_id"] in a2c else None)
+    key = (r["env_id"], r["precision"])
+    r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[key]
+                            if key in a2c else None)
   io_utils.atomic_write_json(args.output, report)
   print("\n| row | environment | envs x unroll | env steps/s | x A2C | "
         "learner steps/s | actor ms/unroll | learner ms/step | "

@@ -34,6 +34,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from envmodels import base
+from envmodels import precision
 from envmodels import registry
 
 FORMAT_NAME = "envmodels.export"
@@ -122,7 +123,9 @@ def export(model: base.EnvModel, export_dir: str) -> str:
       "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
       "num_parameters": num_parameters,
       "written_with": {"tensorflow": tf.__version__,
-                       "sonnet": snt.__version__},
+                       "sonnet": snt.__version__,
+                       # What the exporting (pretraining) process computed in.
+                       "precision": precision.current()},
   }
   try:
     spec_text = json.dumps(spec_json, indent=2, sort_keys=True)

@@ -5,11 +5,14 @@
 
 Writes DIR/model_table.md and DIR/model_table.json (default DIR:
 ./model_table): held-out nats per frame, improvement over the VAE baseline,
-rollout time relative to AR (measured in this run), imagined transitions/s.
+rollout time relative to AR (measured in this run), imagined transitions/s,
+computed in --precision (envmodels/precision.py; 'auto': bf16 where the CPU
+has it). Likelihoods are computed in the same precision.
 """
 
 from absl import app, flags
 
+from envmodels import precision
 from i2a import model_evaluation
 
 _MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs.",
@@ -26,10 +29,15 @@ _HORIZON = flags.DEFINE_integer("horizon", 12, "Rollout length in primitive "
                                 "steps for the timing.")
 _ROLLOUT_BATCH = flags.DEFINE_integer("rollout_batch", 32,
                                       "Rollouts timed in parallel.")
+_PRECISION = flags.DEFINE_enum("precision", "auto", precision.PRECISIONS,
+                               "Compute precision of the evaluation.")
 
 
 def main(argv):
   del argv
+  resolved = precision.set_precision(_PRECISION.value)
+  print(f"computing in {resolved} (--precision={_PRECISION.value})",
+        flush=True)
   rows = model_evaluation.evaluate(
       _MODELS.value, _DATA.value, T=_T.value, num_windows=_NUM_WINDOWS.value,
       batch_size=_BATCH_SIZE.value, horizon=_HORIZON.value,

@@ -20,11 +20,13 @@ from typing import Any, Dict, Iterable, Mapping, Optional
 
 import ml_collections
 
+from envmodels import precision
 from i2a import io_utils
 from i2a.environments import Protocol
 
 CONFIG = "config.json"
 PROTOCOL = "protocol.json"
+PRECISION = "precision.json"
 
 
 def protocol_from_config(config: ml_collections.ConfigDict) -> Protocol:
@@ -83,10 +85,22 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
       if diff:
         raise ValueError(_difference_message(workdir, diff, legacy or {}))
   io_utils.atomic_write_json(path, _jsonable(config_dict))
+  if "precision" in config:  # what it means on this machine (use_precision)
+    io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
+        requested=config.precision, resolved=precision.current(),
+        cpu_has_bf16=precision.cpu_has_bf16()))
   if protocol is not None:
     io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
                                protocol.to_json())
   return workdir
+
+
+def use_precision(config: ml_collections.ConfigDict) -> str:
+  """Computes in `config.precision` from now on (envmodels/precision.py;
+  configs made before the field existed ran in fp32); ValueError for a
+  precision this machine cannot run. Call it before `prepare_workdir`,
+  which records the result in WORKDIR/precision.json. Returns it."""
+  return precision.set_precision(config.get("precision", "fp32"))
 
 
 def _difference_message(workdir: str, diff: Dict[str, Any],

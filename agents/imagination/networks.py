@@ -390,6 +390,30 @@ class I2ANetwork(ActorCriticNetwork):
     finally:
       self.model.release(state)
 
+  def act(self, windows: np.ndarray, envs: Optional[Sequence[object]]
+          ) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
+    """One acting step in one tf.function for a learned model: the K
+    rollouts (or the window keys the learner will rerun them from), the
+    rollout encoder and the heads; the emulator oracle, which reads the
+    live environments, takes the two calls of the base class."""
+    if self.needs_env_states:
+      return super().act(windows, envs)
+    windows = np.asarray(windows)
+    self._check_window(windows)
+    logits, side = self._fused_act(tf.constant(windows))
+    return logits.numpy(), {name: value.numpy()
+                            for name, value in side.items()}
+
+  @tf.function
+  def _fused_act(self, windows: tf.Tensor
+                 ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    if self.rollouts_from_actor:
+      side = self._model_rollouts.python_function(windows)
+    else:
+      side = {"rollout_keys": self.imagination_core.window_keys(
+          tf.shape(windows)[0])}
+    return self(windows, side).policy_logits, side
+
   @tf.function
   def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
     return imagination_lib.to_side_inputs(

@@ -253,6 +253,7 @@ def write_video(out_dir: str, frames: List[np.ndarray]) -> Tuple[str, str]:
 def run(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, Any]:
   """Evaluates config.policy for config.episodes episodes; writes eval/."""
   protocol, protocol_source = resolve_protocol(config)
+  runs.use_precision(config)
   policy = make_policy(config, protocol)  # refuses a misfit model up front
   workdir = runs.prepare_workdir(workdir, config, protocol,
                                  ignore=RERUNNABLE_FIELDS)

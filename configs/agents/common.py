@@ -33,6 +33,10 @@ def make_config(agent: str, preset: str,
   config.protocol = common.protocol_config(
       {"tiny": "minipacman"}.get(preset, preset))
   config.seed = 0  # network init, action sampling; env i is seeded seed + i
+  # Compute precision (envmodels/precision.py): 'auto' is bf16 on CPUs with
+  # AMX/AVX512-BF16 (fp32 variables and losses), else fp32; 'fp32', 'bf16',
+  # 'fp16' (GPU). What it resolved to goes into WORKDIR/precision.json.
+  config.precision = "auto"
   # An environment model export (`python -m i2a.pretrain`, WORKDIR/export):
   # '' for model-free agents; I2A configs require one.
   config.envmodel = ""
@@ -68,6 +72,7 @@ def make_config(agent: str, preset: str,
     # food 0.1, killed -20): the I2A paper trains on them unclipped.
     config.loss.reward_clipping = "none"
   if preset == "tiny":
+    config.precision = "fp32"  # tests compare exact numbers
     config.protocol.env_id = "MiniPacman-avoid-v0"
     config.protocol.max_episode_frames = 12  # episodes end within a test
     config.num_envs = 2

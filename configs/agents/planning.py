@@ -40,6 +40,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.envmodel = ""
   config.oracle_jump = 1  # c of the oracle's model steps
   config.seed = 0  # CEM sampling, model noise, episode seeds
+  config.precision = "auto"  # envmodels/precision.py (tiny: fp32)
   config.num_envs = 4  # environments planned for in one batch
   config.episodes = 8
   config.max_episode_steps = 0  # > 0: truncate episodes (0: protocol cap)
@@ -47,6 +48,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.planner = ml_collections.ConfigDict(
       dataclasses.asdict(PlannerConfig()))
   if preset == "tiny":
+    config.precision = "fp32"
     config.protocol.max_episode_frames = 16
     config.num_envs = 2
     config.episodes = 2

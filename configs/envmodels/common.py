@@ -30,6 +30,11 @@ def make_config(kind: str, preset: str, config_file: str,
   config.kind = kind
   config.data = ""  # DATASET dir from `python -m i2a.collect` (required)
   config.seed = 0
+  # Compute precision (envmodels/precision.py): 'auto' is bf16 on CPUs with
+  # AMX/AVX512-BF16 (fp32 variables, losses, KL and likelihood sums), else
+  # fp32; 'fp32', 'bf16', 'fp16' (GPU). Recorded in WORKDIR/precision.json
+  # and in the export's spec.json.
+  config.precision = "auto"
   # The sequence the model is trained on (Buesing et al.: 3 context frames,
   # T = 10, jump c = 3 for MS_PACMAN agents).
   config.context_length = 3
@@ -60,6 +65,7 @@ def make_config(kind: str, preset: str, config_file: str,
   config.checkpoint_every = 250
   config.keep_checkpoints = 3
   if preset == "tiny":
+    config.precision = "fp32"  # tests compare exact numbers
     config.model.update(state_channels=8, hidden_channels=8,
                         encoder_channels=8, reward_bits=4)
     if "latent_channels" in config.model:

@@ -1,0 +1,266 @@
+"""Imagination speed of every envmodel kind, at each precision side by side.
+
+What the I2A asks of a model at every agent step, for 16 environments with
+K = 5 rollouts of depth tau = 3 (80 rows): the initial state s_t|t from the
+3 context frames of 16 windows (tiled to the 80 rows), then 3 model steps
+with noise keys, either abstract (features and reward; `render` never
+called) or rendered (a frame after every step). Each function is one
+tf.function; kinds, precisions and functions are timed round-robin
+(`--repeats` rounds, median per cell) so machine load hits all alike.
+
+Reported per kind, size and precision:
+  abstract / rendered transitions/s   80 * 3 model transitions per call
+  initial state ms                    the 16-window s_t|t
+  x AR (per primitive step)           transitions/s * jump over AR's, with
+                                      and without the initial state
+  GFLOP/s, % of conv peak             TensorFlow's graph profiler's float
+                                      operations of the abstract call over
+                                      its time, against a 3x3 64->64
+                                      convolution on the state map at the
+                                      same precision and batch (the peak
+                                      the hardware reaches on these shapes)
+Models are untrained (speed does not depend on the weights) and built with
+the `paper` and `small` presets' hyperparameters (configs/envmodels/).
+
+  python benchmarks/rollout_speed.py [--sizes paper,small]
+      [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
+      [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+import time
+from typing import Any, Callable, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the repository root, for configs/
+
+# pylint: disable=wrong-import-position
+import numpy as np
+import tensorflow as tf
+
+import envmodels
+from envmodels import precision
+from i2a import io_utils, pretraining
+
+RESULTS = os.path.join(HERE, "results")
+ENVS, ROLLOUTS, DEPTH = 16, 5, 3
+ROWS = ENVS * ROLLOUTS
+# name: (config file, jump override or None)
+KINDS = {
+    "vae": ("configs/envmodels/vae.py", 1),
+    "ar": ("configs/envmodels/ar.py", 1),
+    "rar": ("configs/envmodels/rar.py", 1),
+    "dssm_det": ("configs/envmodels/dssm_det.py", 1),
+    "dssm_vae": ("configs/envmodels/dssm_vae.py", 1),
+    "sssm": ("configs/envmodels/sssm.py", 1),
+    "jumpy_dssm_det": ("configs/envmodels/dssm_det.py", 3),
+    "jumpy_sssm": ("configs/envmodels/sssm.py", 3),
+}
+FRAMES = {"paper": (200, 160, 3), "small": (104, 80, 3)}
+
+
+def build(kind: str, size: str) -> envmodels.EnvModel:
+  config_file, jump = KINDS[kind]
+  module = importlib.import_module(config_file[:-3].replace("/", "."))
+  config = module.get_config(size)
+  spec = envmodels.EnvModelSpec(
+      kind=config.kind, observation_shape=FRAMES[size], num_actions=5,
+      jump=jump, context_length=config.context_length,
+      action_free=config.action_free)
+  model = envmodels.build(spec, seed=0, **pretraining.model_hyperparameters(
+      config, reward_scale=1.0))
+  model.create_variables()
+  return model
+
+
+def functions(model: envmodels.EnvModel) -> Dict[str, Callable[[], Any]]:
+  """The timed calls, on fixed inputs: initial state, abstract and rendered
+  rollouts from a (precomputed) tiled initial state."""
+  spec = model.spec
+  rng = np.random.RandomState(0)
+  context = tf.constant(rng.randint(
+      0, 256, (ENVS, spec.context_length, *spec.observation_shape)), tf.uint8)
+  actions = tf.constant(rng.randint(0, 5, (DEPTH, ROWS, spec.jump)),
+                        tf.int32)
+  keys = tf.constant(rng.randint(-2**31, 2**31 - 1, (DEPTH, ROWS, 2)),
+                     tf.int32)
+
+  @tf.function
+  def initial(context):
+    state = model.initial_state(context)
+    return tf.nest.map_structure(lambda x: tf.repeat(x, ROLLOUTS, 0), state)
+
+  def rollout(render: bool):
+    @tf.function
+    def run(state, actions, keys):
+      outputs = []
+      for t in range(DEPTH):
+        state, out = model.step(state, actions[t], noise=keys[t])
+        outputs += [out.features, out.reward]
+        if render:
+          outputs.append(model.render(state))
+      return outputs
+    return run
+
+  state = initial(context)
+  abstract, rendered = rollout(False), rollout(True)
+  return {
+      "initial": lambda: initial(context),
+      "abstract": lambda: abstract(state, actions, keys),
+      "rendered": lambda: rendered(state, actions, keys),
+      "_abstract_graph": lambda: abstract.get_concrete_function(
+          state, actions, keys).graph,
+  }
+
+
+def gflop(graph: tf.Graph) -> float:
+  options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+  options["output"] = "none"
+  return tf.compat.v1.profiler.profile(
+      graph, options=options).total_float_ops / 1e9
+
+
+def conv_peak(state_shape: List[int], repeats: int) -> float:
+  """GFLOP/s of a 3x3 64->64 convolution over [ROWS, h, w, 64] in the
+  current precision (ten chained, to time more than the call overhead)."""
+  x = tf.random.normal([ROWS, *state_shape[:2], 64])
+  w = tf.random.normal([3, 3, 64, 64]) * 0.05
+
+  @tf.function
+  def chain(x):
+    for _ in range(10):
+      x = tf.nn.conv2d(x, w, 1, "SAME")
+    return x
+  chain(x)
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    chain(x).numpy()
+    times.append(time.perf_counter() - start)
+  flops = 10 * 2 * 9 * 64 * 64 * ROWS * state_shape[0] * state_shape[1]
+  return flops / float(np.median(times)) / 1e9
+
+
+def time_call(fn: Callable[[], Any], calls: int) -> float:
+  start = time.perf_counter()
+  for _ in range(calls):
+    result = fn()
+  tf.nest.map_structure(lambda x: x.numpy(), result)
+  return (time.perf_counter() - start) / calls
+
+
+def measure(sizes, kinds, precisions, repeats: int) -> List[Dict[str, Any]]:
+  rows: List[Dict[str, Any]] = []
+  for size in sizes:
+    models = {kind: build(kind, size) for kind in kinds}
+    calls = {kind: functions(model) for kind, model in models.items()}
+    cells = [(kind, p, name) for kind in kinds for p in precisions
+             for name in ("initial", "abstract", "rendered")]
+    for kind, p, name in cells:  # warm up: trace and optimise each
+      with precision.scope(p):
+        time_call(calls[kind][name], 1)
+    samples: Dict[Any, List[float]] = {cell: [] for cell in cells}
+    for round_ in range(repeats):
+      for cell in cells:
+        kind, p, name = cell
+        with precision.scope(p):
+          samples[cell].append(time_call(calls[kind][name], 2))
+      print(f"{size}: round {round_ + 1}/{repeats}", flush=True)
+    state_shape = None
+    for kind in kinds:
+      graph = calls[kind]["_abstract_graph"]()
+      flops = gflop(graph)
+      for p in precisions:
+        median = {name: float(np.median(samples[(kind, p, name)]))
+                  for name in ("initial", "abstract", "rendered")}
+        if state_shape is None:  # [h, w, d] of the first step's features
+          state_shape = graph.outputs[0].shape.as_list()[1:]
+        jump = models[kind].spec.jump
+        rows.append(dict(
+            size=size, kind=kind, precision=p, jump=jump,
+            abstract_per_s=ROWS * DEPTH / median["abstract"],
+            rendered_per_s=ROWS * DEPTH / median["rendered"],
+            with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
+                                               median["initial"]),
+            initial_ms=1e3 * median["initial"],
+            gflop_per_s=flops / median["abstract"],
+            gflop_per_call=flops))
+    with_peak = {}
+    for p in precisions:
+      with precision.scope(p):
+        with_peak[p] = conv_peak(state_shape, repeats)
+    for row in rows:
+      if row["size"] == size:
+        row["conv_peak_gflop_per_s"] = with_peak[row["precision"]]
+        row["state_shape"] = state_shape
+  for row in rows:  # x AR per primitive step, same size and precision
+    ar = [r for r in rows if r["kind"] == "ar" and r["size"] == row["size"]
+          and r["precision"] == row["precision"]]
+    if ar:
+      row["x_ar"] = (row["abstract_per_s"] * row["jump"] /
+                     ar[0]["abstract_per_s"])
+      row["x_ar_with_initial"] = (row["with_initial_per_s"] * row["jump"] /
+                                  ar[0]["with_initial_per_s"])
+  return rows
+
+
+def markdown(rows: List[Dict[str, Any]]) -> str:
+  lines = ["| size | kind | precision | abstract /s | with s_t\\|t /s | "
+           "rendered /s | s_t\\|t ms | x AR (prim.) | x AR with s_t\\|t | "
+           "GFLOP/s | % conv peak |", "|---" * 11 + "|"]
+  for r in rows:
+    lines.append(
+        f"| {r['size']} | {r['kind']} | {r['precision']} | "
+        f"{r['abstract_per_s']:,.0f} | {r['with_initial_per_s']:,.0f} | "
+        f"{r['rendered_per_s']:,.0f} | {r['initial_ms']:.1f} | "
+        f"{r.get('x_ar', float('nan')):.1f} | "
+        f"{r.get('x_ar_with_initial', float('nan')):.1f} | "
+        f"{r['gflop_per_s']:.0f} | "
+        f"{100 * r['gflop_per_s'] / r['conv_peak_gflop_per_s']:.0f} |")
+  lines.append(
+      f"\n{ENVS} windows x K = {ROLLOUTS} rollouts x depth {DEPTH} "
+      f"({ROWS} rows), noise keys, untrained models; median of the rounds, "
+      "timed round-robin. Transitions are model steps; x AR compares per "
+      "primitive step (a jumpy model's step is c of them).")
+  return "\n".join(lines)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--sizes", default="paper,small")
+  parser.add_argument("--kinds", default=",".join(KINDS))
+  parser.add_argument("--precisions", default="")
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--output",
+                      default=os.path.join(RESULTS, "rollout_speed.json"))
+  args = parser.parse_args()
+  sizes = [s for s in args.sizes.split(",") if s]
+  kinds = [k for k in args.kinds.split(",") if k]
+  for name, known, given in (("size", FRAMES, sizes), ("kind", KINDS, kinds)):
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+      parser.error(f"unknown {name}s {unknown}; choose from {sorted(known)}")
+  precisions = ([p for p in args.precisions.split(",") if p] or
+                list(dict.fromkeys(["fp32", precision.resolve("auto")])))
+  for p in precisions:
+    precision.resolve(p)  # refuses what this machine cannot run
+  rows = measure(sizes, kinds, precisions, args.repeats)
+  table = markdown(rows)
+  print(table)
+  io_utils.atomic_write_json(args.output, dict(
+      rows=rows, envs=ENVS, rollouts=ROLLOUTS, depth=DEPTH,
+      load_average=os.getloadavg(), machine=platform.processor() or
+      platform.machine(), cpu_has_bf16=precision.cpu_has_bf16(),
+      tensorflow=tf.__version__, command=" ".join(sys.argv)))
+  io_utils.atomic_write_text(os.path.splitext(args.output)[0] + ".md",
+                             table + "\n")
+
+
+if __name__ == "__main__":
+  main()

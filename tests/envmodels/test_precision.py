@@ -1,0 +1,86 @@
+"""Tests of reduced precision (envmodels/precision.py): what 'auto' means on
+this machine, what is refused, and that bf16 rollouts of a model stay within
+stated tolerances of fp32 ones."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import envmodels
+from envmodels import precision
+
+needs_bf16 = pytest.mark.skipif(
+    not precision.cpu_has_bf16() or tf.config.list_physical_devices("GPU"),
+    reason="the CPU has no native bfloat16 (AMX-BF16 / AVX512-BF16)")
+
+
+def test_auto_is_bf16_exactly_where_the_cpu_computes_it():
+  expected = ("bf16" if precision.cpu_has_bf16() and
+              not tf.config.list_physical_devices("GPU") else "fp32")
+  assert precision.resolve("auto") == expected
+  assert precision.resolve("fp32") == "fp32"
+  with pytest.raises(ValueError, match="precision must be one of"):
+    precision.resolve("float16")
+  if not tf.config.list_physical_devices("GPU"):
+    with pytest.raises(ValueError, match="no GPU"):
+      precision.resolve("fp16")
+
+
+def test_scope_sets_and_restores_the_process_precision():
+  assert precision.current() == "fp32"
+  with precision.scope("auto") as resolved:
+    assert precision.current() == resolved == precision.resolve("auto")
+  assert precision.current() == "fp32"
+
+
+def _rollouts(model, context, actions, keys):
+  @tf.function
+  def run(context, actions, keys):
+    state = model.initial_state(context)
+    features, rewards, frames = [], [], []
+    for t in range(actions.shape[1]):
+      state, out = model.step(state, actions[:, t], noise=keys[t])
+      features.append(out.features)
+      rewards.append(out.reward)
+      frames.append(model.render(state))
+    return tf.stack(features, 1), tf.stack(rewards, 1), tf.stack(frames, 1)
+  return [x.numpy() for x in run(context, actions, keys)]
+
+
+@needs_bf16
+@pytest.mark.parametrize("kind", ["dssm_det", "sssm"])
+def test_bf16_rollouts_stay_within_tolerance_of_fp32(kind):
+  spec = envmodels.EnvModelSpec(kind=kind, observation_shape=(32, 24, 3),
+                                num_actions=5, jump=1, context_length=3)
+  model = envmodels.build(spec, seed=0, state_channels=32,
+                          hidden_channels=16, encoder_channels=32,
+                          reward_bits=6, reward_scale=1.0,
+                          **({"latent_channels": 8} if kind == "sssm" else {}))
+  rng = np.random.RandomState(0)
+  context = tf.constant(rng.randint(0, 256, (16, 3, 32, 24, 3)), tf.uint8)
+  actions = tf.constant(rng.randint(0, 5, (16, 3, 1)), tf.int32)
+  keys = tf.constant(rng.randint(-2**31, 2**31 - 1, (3, 16, 2)), tf.int32)
+  exact = _rollouts(model, context, actions, keys)
+  with precision.scope("bf16"):
+    reduced = _rollouts(model, context, actions, keys)
+  features, rewards, frames = exact
+  relative = (np.linalg.norm(reduced[0] - features) /
+              np.linalg.norm(features))
+  assert 1e-5 < relative < 0.03  # bf16 did run, and stayed close
+  np.testing.assert_allclose(reduced[1], rewards, atol=0.05 * max(
+      1.0, np.abs(rewards).max()))
+  assert np.abs(reduced[2] - frames).max() < 0.05  # pixel intensities
+
+
+def test_runs_record_the_precision_they_computed_in(tmp_path):
+  from configs.agents import a2c as a2c_config  # pylint: disable=import-outside-toplevel
+  from i2a import runs  # pylint: disable=import-outside-toplevel
+  config = a2c_config.get_config("small")
+  assert config.precision == "auto"
+  resolved = runs.use_precision(config)
+  runs.prepare_workdir(str(tmp_path), config, None)
+  record = json.loads((tmp_path / runs.PRECISION).read_text())
+  assert record["requested"] == "auto" and record["resolved"] == resolved
+  assert precision.current() == resolved
