@@ -371,16 +371,46 @@ class ImaginationCore(snt.Module):
 
 # -- Stored rollouts (side inputs) -----------------------------------------
 
+# How a learned model's stored features travel (network.stored_features):
+# 'bfloat16' halves the bytes the actor writes and the learner reads (the
+# features of a bf16 run are bfloat16 values already); Reverb carries no
+# bfloat16, so the values go as their 16 bits in uint16 arrays. 'float32'
+# keeps them exact.
+STORED_FEATURES = ("bfloat16", "float32")
+
+
+def stored_dtype(stored_features: str) -> tf.DType:
+  """The dtype of stored features in the unrolls (STORED_FEATURES)."""
+  if stored_features not in STORED_FEATURES:
+    raise ValueError(f"stored_features must be one of {STORED_FEATURES}, "
+                     f"given {stored_features!r}.")
+  return tf.uint16 if stored_features == "bfloat16" else tf.float32
+
+
+def _store(features: tf.Tensor, stored_features: str) -> tf.Tensor:
+  if stored_features == "bfloat16":
+    return tf.bitcast(tf.cast(features, tf.bfloat16), tf.uint16)
+  return features
+
+
+def _unstore(stored: tf.Tensor) -> tf.Tensor:
+  stored = tf.convert_to_tensor(stored)
+  if stored.dtype == tf.uint16:  # bfloat16 bits
+    return tf.cast(tf.bitcast(stored, tf.bfloat16), tf.float32)
+  return tf.cast(stored, tf.float32)
+
 
 def to_side_inputs(imagined: Imagination, num_rollouts: int,
                    frame_shape: Optional[Sequence[int]] = None,
                    abstract: bool = True,
-                   with_initial_features: bool = False
+                   with_initial_features: bool = False,
+                   stored_features: str = "float32"
                    ) -> Dict[str, tf.Tensor]:
   """The stored form of B samples' rollouts (rows b * K + k -> [B, K, ...]).
 
-  Learned models: imagined_features float32 [B, K, tau, ...] as the core
-  gives them, and initial_features [B, h, w, d] if asked. The emulator
+  Learned models: imagined_features [B, K, tau, ...] as the core gives
+  them, and initial_features [B, h, w, d] if asked, as `stored_features`
+  (STORED_FEATURES: float32, or bfloat16 bits in uint16). The emulator
   oracle (`frame_shape` = (H, W, C) given): imagined_frames uint8
   [B, K, tau, H, W, C], the frames its features are space_to_depth(8) of
   ('abstract') or equal to ('pixels'), the same values 4x smaller. Both:
@@ -390,10 +420,12 @@ def to_side_inputs(imagined: Imagination, num_rollouts: int,
   depth = imagined.rewards.shape[1]
   side = {"imagined_rewards": tf.reshape(imagined.rewards, [-1, k, depth])}
   if frame_shape is None:
-    side["imagined_features"] = tf.reshape(
-        imagined.imaginations, [-1, k, *imagined.imaginations.shape[1:]])
+    side["imagined_features"] = _store(tf.reshape(
+        imagined.imaginations, [-1, k, *imagined.imaginations.shape[1:]]),
+                                       stored_features)
     if with_initial_features:
-      side["initial_features"] = imagined.initial_features
+      side["initial_features"] = _store(imagined.initial_features,
+                                        stored_features)
     return side
   steps = tf.reshape(imagined.imaginations,
                      [-1, *imagined.imaginations.shape[2:]])
@@ -418,10 +450,10 @@ def from_side_inputs(side_inputs: Mapping[str, tf.Tensor],
   depth = rewards.shape[-1]
   initial_features = None
   if frame_shape is None:
-    features = tf.convert_to_tensor(side_inputs["imagined_features"])
+    features = _unstore(side_inputs["imagined_features"])
     imaginations = tf.reshape(features, [-1, *features.shape[2:]])
     if with_initial_features:
-      initial_features = side_inputs["initial_features"]
+      initial_features = _unstore(side_inputs["initial_features"])
   else:
     frames = tf.convert_to_tensor(side_inputs["imagined_frames"])
     steps = tf.cast(tf.reshape(frames, [-1, *frame_shape]),

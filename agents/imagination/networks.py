@@ -99,6 +99,9 @@ class I2ANetwork(ActorCriticNetwork):
       learner; 'auto' is 'actor' for the emulator oracle (which the learner
       cannot query) and for abstract imaginations of a learned model under
       'distillation' or 'random', else 'recompute'.
+    stored_features: how stored learned-model features travel
+      (imagination.STORED_FEATURES): 'bfloat16' (half the bytes; the
+      learner reads them back as float32) or 'float32' (exact).
     seed: seeds the rollouts' noise keys and p_imag's initialisation.
   """
 
@@ -119,7 +122,8 @@ class I2ANetwork(ActorCriticNetwork):
                rollout_policy_hidden: int = 64,
                distillation_weight: float = 1.0,
                query_entropy_penalty: float = 0.01,
-               learner_rollouts: str = "auto", seed: int = 0,
+               learner_rollouts: str = "auto",
+               stored_features: str = "bfloat16", seed: int = 0,
                name: Optional[str] = "i2a_network"):
     spec = model.spec
     super().__init__(num_actions, spec.context_length, name=name)
@@ -153,6 +157,8 @@ class I2ANetwork(ActorCriticNetwork):
         learner_rollouts, rollout_policy, imagination, model,
         self.needs_env_states)
     self._observation_shape = tuple(observation_shape)
+    self.stored_features = stored_features
+    self._stored_dtype = imagination_lib.stored_dtype(stored_features)
     # The model's context frames are c agent steps apart, as in the windows
     # it was trained on (i2a/replay/episodes.py); the model-free path reads
     # the latest frames. The window holds the union, oldest first.
@@ -350,7 +356,7 @@ class I2ANetwork(ActorCriticNetwork):
           [k, tau, *self._observation_shape], tf.uint8, "imagined_frames")
       return spec
     for name, shape in self._stored_feature_shapes().items():
-      spec[name] = tf.TensorSpec(shape, tf.float32, name)
+      spec[name] = tf.TensorSpec(shape, self._stored_dtype, name)
     return spec
 
   def _stored_feature_shapes(self) -> Dict[str, Tuple[int, ...]]:
@@ -418,7 +424,9 @@ class I2ANetwork(ActorCriticNetwork):
   def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
     return imagination_lib.to_side_inputs(
         self.imagination_core(self.model_context(windows)),
-        self.num_rollouts, with_initial_features=self.strategy == "distillation")
+        self.num_rollouts,
+        with_initial_features=self.strategy == "distillation",
+        stored_features=self.stored_features)
 
   @tf.function
   def _oracle_rollouts(self, windows: tf.Tensor, state: Any
@@ -614,4 +622,5 @@ def make_network(config: ml_collections.ConfigDict, num_actions: int,
       rollout_policy_hidden=net.rollout_policy_hidden,
       distillation_weight=net.distillation_weight,
       query_entropy_penalty=net.query_entropy_penalty,
-      learner_rollouts=net.learner_rollouts, seed=config.seed)
+      learner_rollouts=net.learner_rollouts,
+      stored_features=net.stored_features, seed=config.seed)

@@ -34,6 +34,9 @@ preset). Network fields (config.network):
                    'auto' stores them where no gradient passes through
                    the model (distillation, random) for abstract
                    imaginations, and always for the oracle.
+  stored_features  'bfloat16' (default: half the bytes written and read;
+                   what a bf16 run computes anyway) or 'float32' (exact)
+                   for a learned model's stored rollouts.
   The model-free path is the A2C torso (configs/agents/a2c.py, fields
   conv_channels / conv_kernels / conv_strides / hidden) over the latest
   model_free_frames frames; head_hidden (the layer before the heads) is the
@@ -57,7 +60,7 @@ def network_config(preset: str) -> ml_collections.ConfigDict:
       reward_transform="symlog",
       rollout_policy_channels=16, rollout_policy_hidden=64,
       distillation_weight=1.0, query_entropy_penalty=0.01, oracle_jump=1,
-      learner_rollouts="auto"))
+      learner_rollouts="auto", stored_features="bfloat16"))
   if preset == "tiny":
     config.update(dict(
         depth=2, encoder_channels=(4,), encoder_strides=(1,),

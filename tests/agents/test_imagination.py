@@ -500,7 +500,8 @@ def test_stored_rollouts_give_the_learner_the_actors_outputs_and_gradients(
     exports):
   """Depth 1 with fixed first actions samples nothing, so the rollouts the
   actor stores and the ones the learner would recompute are the same."""
-  stored = make(load(exports), rollout_policy="distillation", depth=1)
+  stored = make(load(exports), rollout_policy="distillation", depth=1,
+                stored_features="float32")
   recomputed = make(load(exports), rollout_policy="distillation", depth=1,
                     learner_rollouts="recompute")
   obs = observations(batch=3)
@@ -624,3 +625,36 @@ def test_the_learner_recomputes_exactly_the_imagination_the_actor_acted_on(
   other = network(windows, {"rollout_keys": keys + 1}).policy_logits.numpy()
   assert not np.allclose(other.reshape([3, 5, -1])[:, :-1],
                          batch["behaviour_logits"], atol=1e-4)
+
+
+def test_bfloat16_stored_features_are_half_the_bytes_and_read_back_close(
+    exports):
+  exact = make(load(exports), rollout_policy="distillation", depth=2,
+               stored_features="float32")
+  half = make(load(exports), rollout_policy="distillation", depth=2)
+  assert half.stored_features == "bfloat16"  # the preset's default
+  obs = observations(batch=3)
+  builder.create_variables(exact, FRAME)
+  builder.create_variables(half, FRAME)
+  for target, source in zip(half.variables, exact.variables):
+    target.assign(source)
+  keys = tf.constant([[1, 2], [3, 4], [5, 6]], tf.int32)
+  assert half.side_input_spec()["imagined_features"].dtype == tf.uint16
+  stored = imagination_lib.to_side_inputs(
+      half.imagination_core(obs, keys=keys), half.num_rollouts,
+      with_initial_features=True, stored_features="bfloat16")
+  reference = imagination_lib.to_side_inputs(
+      exact.imagination_core(obs, keys=keys), exact.num_rollouts,
+      with_initial_features=True)
+  assert stored["imagined_features"].dtype == tf.uint16
+  back = imagination_lib.from_side_inputs(stored, obs, half.num_rollouts,
+                                          NUM_ACTIONS,
+                                          with_initial_features=True)
+  features = tf.reshape(reference["imagined_features"],
+                        back.imaginations.shape).numpy()
+  np.testing.assert_allclose(back.imaginations, features, rtol=2**-8,
+                             atol=1e-6)  # bfloat16's 8-bit mantissa
+  out_half = half(obs, {k: v for k, v in stored.items()})
+  out_exact = exact(obs, {k: v for k, v in reference.items()})
+  np.testing.assert_allclose(out_half.policy_logits, out_exact.policy_logits,
+                             atol=1e-2)

@@ -1,0 +1,153 @@
+"""Where an I2A's time goes: one actor step and one learner step, in parts.
+
+Builds the `small` MsPacman I2A (jumpy dSSM-DET of the `small` envmodel
+preset, untrained: the compute does not depend on the weights; K = 5,
+tau = 3, 16 environments) and times, at each precision side by side
+(round-robin rounds, medians):
+  env step          16 MsPacman environments stepped once (protocol wrappers)
+  initial state     s_t|t of 16 windows (3 context frames each), tiled to 80
+  model steps       the 3 imagined steps of the 80 rollouts
+  act (fused)       a whole acting step: the above, the rollout encoder, the
+                    model-free torso and the heads, in one tf.function
+  learner step      one update on a batch of 16 unrolls of 5 steps with the
+                    actor's stored rollouts (forward over 96 windows,
+                    backward, RMSProp)
+Prints a markdown table and writes benchmarks/results/profile_i2a.json.
+
+  python benchmarks/profile_i2a.py [--precisions fp32,bf16] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+# pylint: disable=wrong-import-position
+import numpy as np
+import tensorflow as tf
+
+from agents import builder, learning
+import train_throughput  # benchmarks/, on the path as the script's folder
+from envmodels import precision
+from i2a import environments, io_utils, runs
+
+RESULTS = os.path.join(HERE, "results")
+
+
+def parts(tmpdir: str) -> Dict[str, Callable[[], Any]]:
+  row = train_throughput.ROWS["i2a_distillation/mspacman"]
+  config = train_throughput.load_config(row, tmpdir)
+  protocol = runs.protocol_from_config(config)
+  num_actions = environments.num_actions(protocol)
+  shape = tuple(protocol.observation_shape)
+  model = builder.load_envmodel(config.envmodel, protocol, num_actions)
+  network = builder.build_network(config, num_actions, shape, model)
+  builder.create_variables(network, shape)
+  envs = environments.make_vector_env(protocol, config.num_envs)
+  envs.reset(seed=0)
+  rng = np.random.RandomState(0)
+  n, batch = config.unroll_length, config.batch_size
+  windows = rng.randint(0, 256, (config.num_envs, len(network.window_offsets),
+                                 *shape)).astype(np.uint8)
+  context = tf.constant(network.model_context(windows))
+  k = network.num_rollouts
+
+  @tf.function
+  def initial(context):
+    return tf.nest.map_structure(lambda x: tf.repeat(x, k, 0),
+                                 model.initial_state(context))
+  state = initial(context)
+  actions = tf.zeros([config.num_envs * k, model.spec.jump], tf.int32)
+
+  @tf.function
+  def steps(state):
+    outputs = []
+    for _ in range(network.depth):
+      state, out = model.step(state, actions)
+      outputs.append(out.features)
+    return outputs
+
+  side = network.side_inputs(windows[:1], None)
+  unrolls = {
+      "observation": rng.randint(0, 256, (batch, n + 1, *windows.shape[1:])
+                                 ).astype(np.uint8),
+      "action": rng.randint(0, num_actions, (batch, n)).astype(np.int32),
+      "reward": rng.randn(batch, n).astype(np.float32),
+      "discount": np.ones([batch, n], np.float32),
+      "behaviour_logits": np.zeros([batch, n, num_actions], np.float32),
+  }
+  for name, value in side.items():
+    unrolls[name] = np.repeat(np.repeat(value[:, None], n + 1, 1), batch, 0)
+  learner = learning.Learner(
+      network, tf.data.Dataset.from_tensors(unrolls).repeat(),
+      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=0.5,
+      entropy_coef=0.01, clip_norm=0.5)
+  return {
+      "env step": lambda: envs.step(rng.randint(0, num_actions,
+                                                config.num_envs)),
+      "initial state": lambda: initial(context),
+      "model steps": lambda: steps(state),
+      "act (fused)": lambda: network.act(windows, None),
+      "learner step": learner.step,
+  }
+
+
+def finish(result: Any) -> None:
+  for x in tf.nest.flatten(result):
+    if isinstance(x, tf.Tensor):
+      x.numpy()
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--precisions", default="")
+  parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--calls", type=int, default=3)
+  parser.add_argument("--output",
+                      default=os.path.join(RESULTS, "profile_i2a.json"))
+  args = parser.parse_args()
+  precisions = ([p for p in args.precisions.split(",") if p] or
+                list(dict.fromkeys(["fp32", precision.resolve("auto")])))
+  with tempfile.TemporaryDirectory() as tmpdir:
+    calls = parts(tmpdir)
+    for p in precisions:  # trace and optimise at each precision
+      with precision.scope(p):
+        for fn in calls.values():
+          finish(fn())
+    samples: Dict[Any, List[float]] = {(p, name): [] for p in precisions
+                                       for name in calls}
+    for _ in range(args.rounds):
+      for p in precisions:
+        with precision.scope(p):
+          for name, fn in calls.items():
+            start = time.perf_counter()
+            for _ in range(args.calls):
+              finish(fn())
+            samples[(p, name)].append(
+                (time.perf_counter() - start) / args.calls)
+  table = ["| part | " + " | ".join(f"{p} ms" for p in precisions) +
+           (" | speed-up |" if len(precisions) > 1 else " |"),
+           "|---" * (len(precisions) + 1 + (len(precisions) > 1)) + "|"]
+  results = {}
+  for name in calls:
+    ms = [1e3 * float(np.median(samples[(p, name)])) for p in precisions]
+    results[name] = dict(zip(precisions, ms))
+    speedup = (f" | {ms[0] / ms[-1]:.2f}x |" if len(ms) > 1 else " |")
+    table.append(f"| {name} | " + " | ".join(f"{m:.1f}" for m in ms) +
+                 speedup)
+  text = "\n".join(table)
+  print(text)
+  io_utils.atomic_write_json(args.output, dict(
+      parts_ms=results, rounds=args.rounds, load_average=os.getloadavg(),
+      command=" ".join(sys.argv)))
+
+
+if __name__ == "__main__":
+  main()
