@@ -658,3 +658,9 @@ def test_bfloat16_stored_features_are_half_the_bytes_and_read_back_close(
   out_exact = exact(obs, {k: v for k, v in reference.items()})
   np.testing.assert_allclose(out_half.policy_logits, out_exact.policy_logits,
                              atol=1e-2)
+
+
+def test_the_paper_preset_imagines_as_deep_as_the_paper_found_best():
+  # Buesing et al.: tau = 4 (48 env steps with c = 3) did best for dSSMs.
+  assert i2a_config.get_config("paper").network.depth == 4
+  assert i2a_config.get_config("small").network.depth == 3
