@@ -5,7 +5,10 @@
 `make_vector_env(protocol, num_envs, seed)` batches them with gymnasium's
 vector API (same-step autoreset, so a step that ends an episode returns the
 next episode's first observation and the final one in
-info['final_obs']), each sub-env seeded from seed + index.
+info['final_obs']), each sub-env seeded from seed + index. For MiniPacman
+it returns a VectorMiniPacman, which steps all games as arrays in one call
+and returns what the SyncVectorEnv of make_env sub-envs would
+(`vectorized=False` gives that SyncVectorEnv).
 """
 
 from __future__ import annotations
@@ -82,7 +85,11 @@ def _paper_action_indices(env: gym.Env, env_id: str) -> List[int]:
 def make_env(protocol: Protocol, jump: int = 1,
              render_mode: Optional[str] = None) -> gym.Env:
   """One environment under `protocol`; jump > 1 adds the JumpyWrapper."""
-  env = _make_base(protocol, render_mode)
+  return wrap_env(_make_base(protocol, render_mode), protocol, jump)
+
+
+def wrap_env(env: gym.Env, protocol: Protocol, jump: int = 1) -> gym.Env:
+  """The protocol's wrappers around a bare game env (what make_env adds)."""
   if protocol.max_pool_frames:  # ALE only (Protocol refuses it otherwise).
     env = wrappers.MaxPoolFrames(env, protocol.action_repeat)
   if protocol.is_minipacman:
@@ -115,13 +122,44 @@ def num_actions(protocol: Protocol) -> int:
 
 
 def make_vector_env(protocol: Protocol, num_envs: int, jump: int = 1,
-                    asynchronous: bool = False) -> gym.vector.VectorEnv:
+                    asynchronous: bool = False,
+                    vectorized: Optional[bool] = None
+                    ) -> gym.vector.VectorEnv:
   """`num_envs` environments in gymnasium's vector API (same-step autoreset).
 
   Seed them with `env.reset(seed=base_seed)`: sub-env i gets base_seed + i.
+
+  MiniPacman protocols get a `VectorMiniPacman` (i2a/environments/
+  vector_minipacman.py), which steps all games as arrays in one call and
+  returns exactly what the SyncVectorEnv of `make_env(protocol, jump)`
+  sub-envs returns. Its `envs` are per-env views wrapped as make_env wraps
+  a sub-env, which the emulator oracle snapshots as it snapshots the
+  SyncVectorEnv's, so callers need not ask for per-env objects; views
+  cannot be stepped one by one.
+
+  Args:
+    protocol: the environments' protocol.
+    num_envs: N >= 1.
+    jump: c >= 1 primitive steps per step (the JumpyWrapper).
+    asynchronous: gymnasium's AsyncVectorEnv (one process per env) instead.
+    vectorized: None (default): VectorMiniPacman for MiniPacman unless
+      asynchronous; False: the SyncVectorEnv (or AsyncVectorEnv) of
+      make_env sub-envs, for comparison or sub-envs of their own; True:
+      VectorMiniPacman, refused for other games and with asynchronous.
   """
   if num_envs < 1:
     raise ValueError(f"num_envs must be >= 1, given {num_envs}.")
+  if vectorized and not protocol.is_minipacman:
+    raise ValueError(f"vectorized=True needs a MiniPacman protocol, given "
+                     f"{protocol.env_id}; pass vectorized=None or False.")
+  if vectorized and asynchronous:
+    raise ValueError("vectorized=True steps every game in this process; it "
+                     "cannot also be asynchronous.")
+  if vectorized is None:
+    vectorized = protocol.is_minipacman and not asynchronous
+  if vectorized:
+    from i2a.environments import vector_minipacman  # pylint: disable=import-outside-toplevel
+    return vector_minipacman.VectorMiniPacman(protocol, num_envs, jump)
   thunks: List[Callable[[], gym.Env]] = [
       functools.partial(make_env, protocol, jump) for _ in range(num_envs)]
   cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv

@@ -243,16 +243,9 @@ class MiniPacmanEnv(gymnasium.Env):
             ) -> Tuple[np.ndarray, Dict[str, Any]]:
     """Starts an episode at level 1, or at `options["level"]` if given."""
     super().reset(seed=seed)
-    options = options or {}
-    unknown = sorted(set(options) - {"level"})
-    if unknown:
-      raise ValueError(f"Unknown reset options {unknown}; MiniPacman accepts "
-                       "only {'level': int >= 1}.")
-    level = options.get("level", 1)
-    if not isinstance(level, (int, np.integer)) or level < 1:
-      raise ValueError(f"options['level'] must be an int >= 1, got {level!r}.")
+    level = level_from_options(options)
     self._steps = 0
-    self._start_level(int(level))
+    self._start_level(level)
     self._needs_reset = False
     return self._observation(), self._info(0, 0, 0, False, False)
 
@@ -460,6 +453,24 @@ class MiniPacmanEnv(gymnasium.Env):
         "killed": killed,
         "level_cleared": level_cleared,
     }
+
+
+def level_from_options(options: Optional[Dict[str, Any]]) -> int:
+  """The starting level that reset `options` ask for (1 by default).
+
+  Raises:
+    ValueError: for options other than 'level', or a level that is not an
+      int >= 1.
+  """
+  options = options or {}
+  unknown = sorted(set(options) - {"level"})
+  if unknown:
+    raise ValueError(f"Unknown reset options {unknown}; MiniPacman accepts "
+                     "only {'level': int >= 1}.")
+  level = options.get("level", 1)
+  if not isinstance(level, (int, np.integer)) or level < 1:
+    raise ValueError(f"options['level'] must be an int >= 1, got {level!r}.")
+  return int(level)
 
 
 def _ghost_speed(level: int) -> int:
