@@ -3,6 +3,10 @@
   protocol = environments.preset("small")       # or Protocol(...)
   env = environments.make_env(protocol, jump=3)  # gymnasium env
   envs = environments.make_vector_env(protocol, num_envs=8)
+
+For MiniPacman protocols make_vector_env returns a VectorMiniPacman (all
+games stepped as arrays in one call, the same results as the SyncVectorEnv
+of single envs, which `vectorized=False` gives).
 """
 
 from i2a.environments.factory import (make_env, make_vector_env, num_actions,

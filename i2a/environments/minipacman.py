@@ -4,6 +4,10 @@ Where it sits: this is the framework's fast environment. Tests, CPU learning
 checks, env-model training data and the perfect-simulator oracle
 (`clone_state` / `restore_state`) all run on it; it imports no TensorFlow.
 `register()` makes it available as `gymnasium.make("MiniPacman-<task>-v0")`.
+This single env is the reference for the rules: `make_vector_env` steps N
+games at once as arrays (`vector_minipacman.VectorMiniPacman`), with these
+rules and the same random draws from the same per-game generators, so both
+give bit-identical games (tests/test_vector_minipacman.py).
 
 The game (Weber et al. 2017, appendix; the maze and the ghost logic follow
 `PillEater`, S. Racaniere's DeepMind code copied in public reimplementations):
