@@ -89,6 +89,7 @@ _GHOST_STARTS = minipacman._GHOST_STARTS
 _PACMAN_START = minipacman._PACMAN_START
 _INITIAL_CELLS = np.frombuffer(minipacman._INITIAL_CELLS, np.uint8)
 _IS_WALL = np.array(minipacman._IS_WALL, bool)
+_ghost_speed = minipacman._ghost_speed
 # pylint: enable=protected-access
 
 MAX_GHOSTS = len(_GHOST_STARTS)
@@ -430,7 +431,7 @@ class _Games:
       self.pacman[row] = _PACMAN_START
       self.power[row] = 0
       self.credit[row] = 0
-      self.speed[row] = minipacman._ghost_speed(level)  # pylint: disable=protected-access
+      self.speed[row] = _ghost_speed(level)
       count = min(1 + (level - 1) // 2, MAX_GHOSTS)
       self.num_ghosts[row] = count
       rng = rngs[row]
@@ -1065,7 +1066,7 @@ class VectorMiniPacman(gym.vector.VectorEnv):
     games.pills_left[i] = int((codes == PILL).sum())
     games.power[i] = state.power
     games.level[i] = state.level
-    speed = minipacman._ghost_speed(int(state.level)) if ghosts else 0  # pylint: disable=protected-access
+    speed = _ghost_speed(int(state.level)) if ghosts else 0
     games.speed[i] = speed
     games.level_steps[i] = state.level_steps
     games.steps[i] = state.steps
@@ -1095,6 +1096,7 @@ class MiniPacmanView(minipacman.MiniPacmanEnv):
   it is now; `restore_state` writes into it. `step` and `reset` raise
   RuntimeError: the vector env steps its games.
   """
+  # pylint: disable=protected-access  (a view of the vector env's game)
 
   def __init__(self, vector: VectorMiniPacman, index: int):
     super().__init__(vector.task)
@@ -1116,18 +1118,18 @@ class MiniPacmanView(minipacman.MiniPacmanEnv):
 
   @property
   def np_random(self) -> np.random.Generator:
-    return self._vector._rng(self._index)  # pylint: disable=protected-access
+    return self._vector._rng(self._index)
 
   @np_random.setter
   def np_random(self, value: np.random.Generator) -> None:
-    self._vector._rngs[self._index] = value  # pylint: disable=protected-access
-    self._vector._seeds[self._index] = -1  # pylint: disable=protected-access
+    self._vector._rngs[self._index] = value
+    self._vector._seeds[self._index] = -1
 
   def clone_state(self) -> minipacman.MiniPacmanState:
-    return self._vector._clone_state(self._index)  # pylint: disable=protected-access
+    return self._vector._clone_state(self._index)
 
   def restore_state(self, state: minipacman.MiniPacmanState) -> None:
-    self._vector._restore_state(self._index, state)  # pylint: disable=protected-access
+    self._vector._restore_state(self._index, state)
 
   def _observation(self) -> np.ndarray:
-    return self._vector._games.maze_frame(self._index)  # pylint: disable=protected-access
+    return self._vector._games.maze_frame(self._index)
