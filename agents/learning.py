@@ -9,6 +9,13 @@ unroll, with their stored side inputs if it declares any;
 bootstrapped from the last window's value, plus `network.auxiliary_loss`; global-norm clipped RMSProp on
 `network.learnable_variables`), counts and times it, and publishes the new
 weights to the `variables` table for the actors.
+
+Finiteness: an update whose loss or gradient norm is not finite is skipped
+(the weights and the optimizer's state stay as they were), counted
+(`nonfinite_update` in its metrics, `skipped_updates`) and logged; after
+`max_nonfinite_updates` in a row the learner stops with a
+FloatingPointError. Weights are published only when every value is finite,
+so actors never load a NaN.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Callable, Dict, Mapping, Optional
 import reverb
 import sonnet as snt
 import tensorflow as tf
+from absl import logging
 
 from agents import losses
 from agents.base import ActorCriticNetwork
@@ -42,6 +50,17 @@ def clip_rewards(rewards: tf.Tensor, reward_clipping: str) -> tf.Tensor:
     return rewards
   raise ValueError(f"reward_clipping must be one of {REWARD_CLIPPINGS}, "
                    f"given {reward_clipping!r}.")
+
+
+def check_finite(variables, what: str) -> None:
+  """FloatingPointError naming the variables with a NaN or an infinity."""
+  bad = [v.name for v in variables
+         if not bool(tf.reduce_all(tf.math.is_finite(v)).numpy())]
+  if bad:
+    raise FloatingPointError(
+        f"refusing to {what}: {len(bad)} variables hold NaN or infinite "
+        f"values (e.g. {bad[:3]}); lower --config.optimizer.learning_rate and "
+        "resume from the last checkpoint.")
 
 
 def unroll_dataset(server_address: str, batch_size: int,
@@ -83,6 +102,7 @@ class Learner:
                optimizer: snt.Optimizer, *, discount: float,
                value_coef: float, entropy_coef: float, clip_norm: float,
                reward_clipping: str = "sign",
+               max_nonfinite_updates: int = 10,
                publisher: Optional[VariablePublisher] = None,
                logger: Optional[Logger] = None):
     """
@@ -93,6 +113,8 @@ class Learner:
       discount, value_coef, entropy_coef: agents.losses.actor_critic_loss.
       clip_norm: global gradient norm clip.
       reward_clipping: REWARD_CLIPPINGS: what the loss sees of the rewards.
+      max_nonfinite_updates: this many skipped (non-finite) updates in a
+        row stop the learner (FloatingPointError).
       publisher: writes the weights to the `variables` table after each step.
       logger: called as logger(learner_step, metrics) after each step.
     """
@@ -106,8 +128,19 @@ class Learner:
     self._publisher = publisher
     self._logger = logger
     self._iterator = iter(dataset)
+    if max_nonfinite_updates < 1:
+      raise ValueError("max_nonfinite_updates must be >= 1, given "
+                       f"{max_nonfinite_updates}.")
+    self._max_nonfinite = max_nonfinite_updates
+    self.skipped_updates = 0  # this process's, not checkpointed
+    self._nonfinite_in_a_row = 0
     self.learner_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                     name="learner_step")
+    # The optimizer's slots exist before the first update, so that a
+    # skipped update (tf.cond below) creates nothing: RMSProp applied to
+    # zero gradients leaves zero slots and the weights unchanged.
+    variables = network.learnable_variables
+    optimizer.apply([tf.zeros_like(v) for v in variables], variables)
     self.last_step_time_s = 0.0
     self._step = tf.function(self._step)  # traced once per learner
 
@@ -149,8 +182,15 @@ class Learner:
     variables = self.network.learnable_variables
     gradients = tape.gradient(loss, variables)
     clipped, norm = tf.clip_by_global_norm(gradients, self._clip_norm)
-    self.optimizer.apply(clipped, variables)
+    finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(norm))
+
+    def apply() -> tf.Tensor:
+      self.optimizer.apply(clipped, variables)
+      return tf.constant(True)
+    tf.cond(finite, apply, lambda: tf.constant(False))
     self.learner_step.assign_add(1)
+    weights_finite = tf.reduce_all(tf.stack(
+        [tf.reduce_all(tf.math.is_finite(v)) for v in variables]))
     # How far the learner's policy is from the one that acted (on-policy: ~0).
     behaviour = tf.nn.log_softmax(batch["behaviour_logits"])  # [B, n, A]
     current = tf.nn.log_softmax(logits[:, :-1])
@@ -160,6 +200,9 @@ class Learner:
     metrics.update({f"auxiliary/{k}": v for k, v in auxiliary_metrics.items()})
     metrics.update(total_loss=loss, auxiliary_loss=auxiliary_loss,
                    gradient_norm=norm, behaviour_kl=behaviour_kl,
+                   nonfinite_update=1.0 - tf.cast(finite, tf.float32),
+                   nonfinite_weights=1.0 - tf.cast(weights_finite,
+                                                   tf.float32),
                    batch_reward=tf.reduce_mean(batch["reward"]))
     return metrics
 
@@ -174,13 +217,40 @@ class Learner:
           "`unrolls` queue stayed empty past its timeout): are the actors "
           "running and writing to this server?") from e
     step = int(self.learner_step.numpy())
-    self.publish()
+    if metrics["nonfinite_update"]:
+      self.skipped_updates += 1
+      self._nonfinite_in_a_row += 1
+      logging.warning(
+          "learner step %d skipped: loss %s, gradient norm %s (%d in a row, "
+          "%d in all)", step, metrics["total_loss"], metrics["gradient_norm"],
+          self._nonfinite_in_a_row, self.skipped_updates)
+      if self._nonfinite_in_a_row >= self._max_nonfinite:
+        raise FloatingPointError(
+            f"{self._nonfinite_in_a_row} learner updates in a row had a "
+            f"non-finite loss or gradient (the last at learner step {step}: "
+            f"loss {metrics['total_loss']}, gradient norm "
+            f"{metrics['gradient_norm']}); none was applied and no non-finite "
+            "weights were published or saved. Lower "
+            "--config.optimizer.learning_rate (or check the rewards: "
+            "--config.loss.reward_clipping) and resume from the last "
+            "checkpoint.")
+    else:
+      self._nonfinite_in_a_row = 0
+    if metrics["nonfinite_weights"]:  # a finite update that overflowed
+      check_finite(self.network.learnable_variables, "publish")
+    self._publish()
     self.last_step_time_s = time.perf_counter() - start
     if self._logger is not None:
       self._logger(step, metrics)
     return metrics
 
   def publish(self) -> None:
-    """Writes the current weights to the `variables` table (if publishing)."""
+    """Writes the current weights to the `variables` table (if publishing
+    and every value is finite; otherwise FloatingPointError)."""
+    if self._publisher is not None:
+      check_finite(self.network.learnable_variables, "publish")
+      self._publish()
+
+  def _publish(self) -> None:  # after `step` checked the weights in-graph
     if self._publisher is not None:
       self._publisher.publish(int(self.learner_step.numpy()))

@@ -258,6 +258,9 @@ class LearnerLoop:
     'latest' on a complete checkpoint.
     """
     step = int(self.learner.learner_step.numpy())
+    # A non-finite value never reaches a checkpoint, so a bad one can never
+    # rotate the last good one out.
+    learning.check_finite(self.learner.network.variables, "checkpoint")
     if self.actor is not None:
       self.env_steps.assign(self.actor.env_steps)
       actor_path = os.path.join(self.checkpoint_dir,

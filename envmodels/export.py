@@ -52,6 +52,13 @@ def _frozen_creator(next_creator, **kwargs):
   return next_creator(**kwargs)
 
 
+def _nonfinite(model: base.EnvModel) -> str:
+  """'' if every weight is finite, else a few of the offending names."""
+  bad = [v.name for v in model.variables if v.dtype.is_floating and
+         not bool(tf.reduce_all(tf.math.is_finite(v)).numpy())]
+  return (f"{len(bad)} variables, e.g. {bad[:3]}" if bad else "")
+
+
 def _plain(value: Any) -> Any:
   """Mappings and sequences (also TF's tracking wrappers) -> dict / list."""
   if isinstance(value, Mapping):
@@ -112,6 +119,10 @@ def export(model: base.EnvModel, export_dir: str) -> str:
         f"refusing to export to {export_dir!r}: it exists and is not an "
         "envmodel export. Pass a new or empty directory.")
   model.create_variables()  # in case some lazy variables were never built
+  bad = _nonfinite(model)
+  if bad:
+    raise ExportError(f"refusing to export a model with NaN or infinite "
+                      f"weights ({bad}).")
   num_parameters = int(sum(np.prod(v.shape) for v in model.variables))
   spec_json = {
       "format": FORMAT_NAME,
@@ -251,5 +262,11 @@ def load(export_dir: str, seed: int = 0) -> base.EnvModel:
   if model.trainable_variables:
     raise ExportError(f"internal error: the model loaded from {export_dir!r} "
                       "has trainable variables.")
+  bad = _nonfinite(model)
+  if bad:
+    raise ExportError(
+        f"envmodel export {export_dir!r} holds NaN or infinite weights ({bad}"
+        "); its pretraining diverged: pretrain again with a lower "
+        "--config.learning_rate.")
   model.reseed(seed)
   return model

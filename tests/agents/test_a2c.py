@@ -335,3 +335,48 @@ def test_a2c_is_the_i2a_minus_its_model_path():
   kernel = [v for v in network.trainable_variables
             if "head_hidden" in v.name and "w:" in v.name][0]
   assert kernel.shape == (32, 16)  # hidden -> head_hidden (tiny preset)
+
+
+def test_non_finite_updates_are_skipped_and_stop_the_learner_in_a_row():
+  network = _network(seed=3)
+  batch = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+  batch["reward"][0, 1] = np.nan  # a poisoned unroll
+  learner = learning.Learner(
+      network, tf.data.Dataset.from_tensors(batch).repeat(),
+      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=0.5,
+      entropy_coef=0.01, clip_norm=0.5, reward_clipping="none",
+      max_nonfinite_updates=3)
+  before = [v.numpy() for v in network.learnable_variables]
+  slots = [v.numpy() for v in learner.optimizer.variables]
+  for expected_skips in (1, 2):
+    metrics = learner.step()
+    assert metrics["nonfinite_update"] == 1.0
+    assert learner.skipped_updates == expected_skips
+  for a, b in zip(before, network.learnable_variables):
+    np.testing.assert_array_equal(a, b.numpy())  # nothing applied
+  for a, b in zip(slots, learner.optimizer.variables):
+    np.testing.assert_array_equal(a, b.numpy())  # nor the optimizer moved
+  with pytest.raises(FloatingPointError,
+                     match=r"3 learner updates in a row had a non-finite"):
+    learner.step()
+
+
+def test_a_good_update_resets_the_count_and_nan_weights_are_never_published(
+    server):
+  client = server.localhost_client()
+  network = _network(seed=3)
+  good = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+  bad = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+  bad["reward"][:] = np.inf
+  batches = tf.data.Dataset.from_tensor_slices(
+      {k: np.stack([bad[k], good[k], bad[k]]) for k in good})
+  learner = learning.Learner(
+      network, batches, learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99,
+      value_coef=0.5, entropy_coef=0.01, clip_norm=0.5,
+      reward_clipping="none", max_nonfinite_updates=2,
+      publisher=VariablePublisher(client, network.learnable_variables))
+  assert [learner.step()["nonfinite_update"] for _ in range(3)] == [1, 0, 1]
+  network.learnable_variables[0].assign(
+      np.full(network.learnable_variables[0].shape, np.nan, np.float32))
+  with pytest.raises(FloatingPointError, match="refusing to publish"):
+    learner.publish()

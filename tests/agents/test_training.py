@@ -377,3 +377,17 @@ def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
   assert sorted(expected) == sorted(got)
   for name, value in expected.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def test_a_non_finite_network_is_never_checkpointed(tmp_path):
+  trainer = training.Trainer(_config(3), str(tmp_path / "run"))
+  try:
+    trainer.train()
+    newest = trainer.manager.latest_checkpoint
+    variable = trainer.learner.network.trainable_variables[0]
+    variable.assign(np.full(variable.shape, np.nan, np.float32))
+    with pytest.raises(FloatingPointError, match="refusing to checkpoint"):
+      trainer.save()
+    assert trainer.manager.latest_checkpoint == newest
+  finally:
+    trainer.close()

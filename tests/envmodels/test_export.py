@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import envmodels
+import tensorflow as tf
 from envmodels import state_space
 
 # `envmodels.export` the attribute is the function; this is the module.
@@ -216,3 +217,21 @@ def test_corrupt_variables_raise_export_error(export_copy):
       (variables / name).write_bytes(b"garbage")
   with pytest.raises(envmodels.ExportError, match="corrupt"):
     envmodels.load(export_copy)
+
+
+def test_non_finite_weights_are_neither_exported_nor_loaded(tmp_path):
+  spec = envmodels.EnvModelSpec(kind="dssm_det", observation_shape=(16, 24, 3),
+                                num_actions=5, jump=1, context_length=3)
+  model = envmodels.build(
+      spec, seed=0, **envmodels.model_class("dssm_det").tiny_hyperparameters())
+  model.create_variables()
+  path = envmodels.export(model, str(tmp_path / "good"))
+  variable = [v for v in model.variables if v.dtype.is_floating][0]
+  variable.assign(np.full(variable.shape, np.nan, np.float32))
+  with pytest.raises(envmodels.ExportError, match="refusing to export"):
+    envmodels.export(model, str(tmp_path / "bad"))
+  # An export damaged after the fact (e.g. written by an older version).
+  checkpoint = tf.train.Checkpoint(model=model)
+  checkpoint.write(os.path.join(path, "variables", "variables"))
+  with pytest.raises(envmodels.ExportError, match="NaN or infinite weights"):
+    envmodels.load(path)
