@@ -77,13 +77,20 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
   if os.path.exists(path):
     try:
       previous = io_utils.read_json(path)
-    except ValueError:
-      previous = None
-    if previous is not None:
-      diff = config_differences(_with_protocol_defaults(previous),
-                                _jsonable(config_dict), ignore, legacy)
-      if diff:
-        raise ValueError(_difference_message(workdir, diff, legacy or {}))
+    except (ValueError, OSError) as e:
+      # Never a fresh run: the resume guard would be off.
+      raise ValueError(
+          f"{path} is unreadable ({e}), so this workdir's run cannot be "
+          "checked against the new config. Restore the file (it is the "
+          "resolved config the run was started with), or use another "
+          "--workdir / delete this one to start over.") from e
+    if not isinstance(previous, dict):
+      raise ValueError(f"{path} holds {type(previous).__name__}, not a "
+                       "config; restore it or use another --workdir.")
+    diff = config_differences(_with_protocol_defaults(previous),
+                              _jsonable(config_dict), ignore, legacy)
+    if diff:
+      raise ValueError(_difference_message(workdir, diff, legacy or {}))
   io_utils.atomic_write_json(path, _jsonable(config_dict))
   if "precision" in config:  # what it means on this machine (use_precision)
     io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(

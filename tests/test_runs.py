@@ -55,3 +55,15 @@ def test_an_old_i2a_run_is_refused_naming_the_field_without_a_way_back(
   assert "network.reward_transform: None -> 'symlog'" in message
   assert "its old behaviour is gone" in message
   assert "reward_clipping" not in message
+
+
+def test_an_unreadable_config_json_is_refused_not_taken_for_a_fresh_run(
+    tmp_path):
+  config = a2c_config.get_config("tiny")
+  runs.prepare_workdir(str(tmp_path), config, None)
+  (tmp_path / runs.CONFIG).write_text('{"seed": 0, "proto')  # truncated
+  with pytest.raises(ValueError, match=r"config.json is unreadable"):
+    runs.prepare_workdir(str(tmp_path), config, None)
+  (tmp_path / runs.CONFIG).write_text("[1, 2]")
+  with pytest.raises(ValueError, match="holds list, not a config"):
+    runs.prepare_workdir(str(tmp_path), config, None)
