@@ -74,6 +74,14 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
   workdir = io_utils.ensure_writable_dir(workdir)
   config_dict = config.to_dict()
   path = os.path.join(workdir, CONFIG)
+  traces = [name for name in (PROTOCOL, "checkpoints", "metrics.csv")
+            if os.path.exists(os.path.join(workdir, name))]
+  if not os.path.exists(path) and traces:
+    raise ValueError(
+        f"workdir {workdir} holds a run ({', '.join(traces)}) but no "
+        f"{CONFIG}, so it cannot be checked against the new config. Restore "
+        f"{CONFIG}, or use another --workdir / delete this one to start "
+        "over.")
   if os.path.exists(path):
     try:
       previous = io_utils.read_json(path)

@@ -67,3 +67,13 @@ def test_an_unreadable_config_json_is_refused_not_taken_for_a_fresh_run(
   (tmp_path / runs.CONFIG).write_text("[1, 2]")
   with pytest.raises(ValueError, match="holds list, not a config"):
     runs.prepare_workdir(str(tmp_path), config, None)
+
+
+def test_a_run_without_its_config_json_is_refused(tmp_path):
+  config = a2c_config.get_config("tiny")
+  runs.prepare_workdir(str(tmp_path), config, runs.protocol_from_config(
+      config))
+  (tmp_path / runs.CONFIG).unlink()
+  with pytest.raises(ValueError, match=r"holds a run \(protocol.json\) but "
+                     r"no config.json"):
+    runs.prepare_workdir(str(tmp_path), config, None)
