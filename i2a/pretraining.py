@@ -1,12 +1,15 @@
 """Pretraining an environment model: dataset -> loss -> optimizer -> export.
 
-Data flow (README.md): the train split of a collected dataset is loaded once
-into a `WindowSampler` (jumpy windows of context_length + T steps), served as
-tf.data batches to a tf.function train step on `model.loss`; the held-out
-test split is evaluated periodically on a fixed set of windows. The run writes
-TensorBoard summaries, metrics.csv / eval.csv, pictures (PNG/GIF under
-images/), keeps the last N checkpoints (model, optimizer, step) and resumes
-from the latest; at the end the model is exported frozen to WORKDIR/export.
+Data flow (README.md): the train split of a collected dataset is read by a
+`WindowSampler` (jumpy windows of context_length + T steps) through its
+memory-mapped window cache (i2a/replay/cache.py, built on first use: RAM
+holds no frames, whatever the dataset's size), and batches gathered ahead by
+background threads feed a tf.function train step on `model.loss`; the
+held-out test split is evaluated periodically on a fixed set of windows.
+The run writes TensorBoard summaries, metrics.csv / eval.csv, pictures
+(PNG/GIF under images/), keeps the last N checkpoints (model, optimizer,
+step) and resumes from the latest; at the end the model is exported frozen
+to WORKDIR/export.
 
 Before anything is written into the workdir, the reward coding is settled
 (docs/envmodels.md, "Reward coding"): `config.model.reward_scale` 'auto' is
@@ -255,9 +258,8 @@ class Pretrainer:
     start = self.restore()
     # The data stream depends on the step it starts from: a resumed run sees
     # the same batches after its restore point on every rerun.
-    batches = iter(datasets.sampled_batches(self.train_windows,
-                                            config.batch_size,
-                                            seed=config.seed * 1_000_003 + start))
+    batches = datasets.sampled_batches(self.train_windows, config.batch_size,
+                                       seed=config.seed * 1_000_003 + start)
     progress = Progress(f"pretrain {config.kind}", config.train_steps,
                         "steps", initial=start)
     metrics: Dict[str, float] = {}
@@ -277,6 +279,7 @@ class Pretrainer:
         self.write_pictures(step)
       if step % config.checkpoint_every == 0 or step == config.train_steps:
         self._manager.save(checkpoint_number=step)
+    batches.close()
     self.log.flush()
     progress.close()
     if not np.isfinite(float(metrics.get("loss", 0.0))):

@@ -11,7 +11,7 @@ from configs.envmodels import dssm_det
 from envmodels import reward_coding
 from i2a import collection, io_utils, pretraining, runs
 from i2a.metrics import read_column
-from i2a.replay import datasets, files
+from i2a.replay import cache, datasets, files
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +121,16 @@ def test_a_changed_model_config_is_refused_on_resume(trained_run, dataset):
   config.model.state_channels = 16
   with pytest.raises(ValueError, match="model.state_channels"):
     pretraining.run(config, workdir)
+
+
+def test_pretraining_reads_its_windows_through_the_window_cache(trained_run,
+                                                                dataset):
+  """The frames are memory-mapped from each split's cache, not loaded."""
+  for split in ("train", "test"):
+    path = files.split_path(dataset, split)
+    for shard in files.read_manifest(path)["shards"]:
+      entry = os.path.join(cache.cache_dir(path), shard["sha256"])
+      assert cache.read_entry(entry, shard) is not None, (split, shard)
+  pretrainer = pretraining.Pretrainer(_config(dataset, 12), trained_run[0])
+  for sampler in (pretrainer.train_windows, pretrainer.test_windows):
+    assert all(isinstance(o, np.memmap) for o in sampler.observation_shards)

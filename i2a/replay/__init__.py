@@ -4,5 +4,6 @@
   episodes  the step/window convention, episode buffers, window sampling
   writers   SequenceAdder: vector-env steps -> jumpy windows in Reverb
   files     the on-disk dataset format (shards + manifest)
+  cache     the window cache: shards unpacked once into memory-mapped files
   datasets  tf.data pipelines from disk or from Reverb
 """

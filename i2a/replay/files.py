@@ -13,6 +13,8 @@ Episodes are stored at primitive-step level (episodes.py's convention), so
 one dataset serves models of any jump c, context length and T. A split is
 written into a temporary directory and renamed into place when complete, and
 every shard is checksummed in the manifest: nothing half-written is ever read.
+Windows are read from a split through its window cache (cache.py): each
+shard unpacked once into an uncompressed, memory-mapped file.
 """
 
 from __future__ import annotations
@@ -194,16 +196,31 @@ def read_manifest(path: str) -> Dict[str, Any]:
   return manifest
 
 
+def check_shard(path: str, shard: Dict[str, Any], verify: bool = True) -> str:
+  """The path of a manifest's shard record, present and (by default) intact.
+
+  Args:
+    path: the split directory.
+    shard: one record of the manifest's `shards` (file, sha256, ...).
+    verify: whether to check the file against its sha256 (reads it whole).
+
+  Raises:
+    DatasetError: the file is missing or does not match its checksum.
+  """
+  file = os.path.join(path, shard["file"])
+  if not os.path.exists(file):
+    raise DatasetError(f"{file} is missing: the dataset is incomplete.")
+  if verify and _sha256(file) != shard["sha256"]:
+    raise DatasetError(f"{file} does not match its checksum: the file is "
+                       "corrupt. Collect the dataset again.")
+  return file
+
+
 def iter_episodes(path: str, verify: bool = True) -> Iterator[Episode]:
   """Reads a split's episodes in order (checksums verified by default)."""
   manifest = read_manifest(path)
   for shard in manifest["shards"]:
-    file = os.path.join(path, shard["file"])
-    if not os.path.exists(file):
-      raise DatasetError(f"{file} is missing: the dataset is incomplete.")
-    if verify and _sha256(file) != shard["sha256"]:
-      raise DatasetError(f"{file} does not match its checksum: the file is "
-                         "corrupt. Collect the dataset again.")
+    file = check_shard(path, shard, verify)
     with np.load(file) as data:
       arrays = {k: data[k] for k in data.files}
     start = 0
@@ -219,6 +236,9 @@ def iter_episodes(path: str, verify: bool = True) -> Iterator[Episode]:
 
 
 def load_episodes(path: str, verify: bool = True) -> List[Episode]:
+  """All of a split's episodes in RAM (2x the frames' size while a
+  WindowSampler concatenates them): for small splits and tests. Pretraining
+  reads windows through the memory-mapped window cache instead (cache.py)."""
   return list(iter_episodes(path, verify=verify))
 
 
