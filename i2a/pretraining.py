@@ -40,6 +40,9 @@ from envmodels import reward_coding
 from i2a.replay import datasets, files
 from i2a.replay.episodes import WindowSampler
 
+# Fields added to the pretraining configs since runs were first made, with
+# the value that reproduces those runs (i2a/runs.py).
+LEGACY_VALUES = {"precision": "fp32", "loss.free_nats_per": "step"}
 EXPORT = "export"
 DONE = "pretrain_done.json"  # written after the export is complete
 
@@ -134,6 +137,7 @@ class Pretrainer:
   def __init__(self, config: ml_collections.ConfigDict, workdir: str):
     self.config = config
     self.protocol = dataset_protocol(config.data)
+    runs.use_precision(config)
     length = config.context_length + config.T
     logging.info("loading dataset %s", config.data)
     self.train_windows = datasets.window_sampler(
@@ -152,7 +156,7 @@ class Pretrainer:
         workdir, record, self.protocol,
         ignore=("train_steps", "log_every", "eval_every", "image_every",
                 "checkpoint_every", "keep_checkpoints", "eval_windows",
-                "data"))
+                "data"), legacy=LEGACY_VALUES)
     self.spec = model_spec(config, self.protocol)
     self.model = envmodels.build(
         self.spec, seed=config.seed,
