@@ -29,6 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from agents import losses
+from envmodels import optimization
 from agents.base import ActorCriticNetwork
 from agents.variables import VariablePublisher
 from i2a.replay import tables
@@ -50,17 +51,6 @@ def clip_rewards(rewards: tf.Tensor, reward_clipping: str) -> tf.Tensor:
     return rewards
   raise ValueError(f"reward_clipping must be one of {REWARD_CLIPPINGS}, "
                    f"given {reward_clipping!r}.")
-
-
-def check_finite(variables, what: str) -> None:
-  """FloatingPointError naming the variables with a NaN or an infinity."""
-  bad = [v.name for v in variables
-         if not bool(tf.reduce_all(tf.math.is_finite(v)).numpy())]
-  if bad:
-    raise FloatingPointError(
-        f"refusing to {what}: {len(bad)} variables hold NaN or infinite "
-        f"values (e.g. {bad[:3]}); lower --config.optimizer.learning_rate and "
-        "resume from the last checkpoint.")
 
 
 def unroll_dataset(server_address: str, batch_size: int,
@@ -136,11 +126,7 @@ class Learner:
     self._nonfinite_in_a_row = 0
     self.learner_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                     name="learner_step")
-    # The optimizer's slots exist before the first update, so that a
-    # skipped update (tf.cond below) creates nothing: RMSProp applied to
-    # zero gradients leaves zero slots and the weights unchanged.
-    variables = network.learnable_variables
-    optimizer.apply([tf.zeros_like(v) for v in variables], variables)
+    optimization.create_slots(optimizer, network.learnable_variables)
     self.last_step_time_s = 0.0
     self._step = tf.function(self._step)  # traced once per learner
 
@@ -182,12 +168,8 @@ class Learner:
     variables = self.network.learnable_variables
     gradients = tape.gradient(loss, variables)
     clipped, norm = tf.clip_by_global_norm(gradients, self._clip_norm)
-    finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(norm))
-
-    def apply() -> tf.Tensor:
-      self.optimizer.apply(clipped, variables)
-      return tf.constant(True)
-    tf.cond(finite, apply, lambda: tf.constant(False))
+    finite = optimization.apply_if_finite(self.optimizer, clipped, variables,
+                                          loss, norm)
     self.learner_step.assign_add(1)
     weights_finite = tf.reduce_all(tf.stack(
         [tf.reduce_all(tf.math.is_finite(v)) for v in variables]))
@@ -237,7 +219,7 @@ class Learner:
     else:
       self._nonfinite_in_a_row = 0
     if metrics["nonfinite_weights"]:  # a finite update that overflowed
-      check_finite(self.network.learnable_variables, "publish")
+      optimization.check_finite(self.network.learnable_variables, "publish")
     self._publish()
     self.last_step_time_s = time.perf_counter() - start
     if self._logger is not None:
@@ -248,7 +230,7 @@ class Learner:
     """Writes the current weights to the `variables` table (if publishing
     and every value is finite; otherwise FloatingPointError)."""
     if self._publisher is not None:
-      check_finite(self.network.learnable_variables, "publish")
+      optimization.check_finite(self.network.learnable_variables, "publish")
       self._publish()
 
   def _publish(self) -> None:  # after `step` checked the weights in-graph

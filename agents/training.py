@@ -38,6 +38,7 @@ import tensorflow as tf
 from absl import logging
 
 import envmodels
+from envmodels import optimization
 from agents import builder, learning
 from agents.acting import Actor, Episode, imagine_quietly, unroll_signature
 from agents.variables import VariableClient, VariablePublisher
@@ -260,7 +261,7 @@ class LearnerLoop:
     step = int(self.learner.learner_step.numpy())
     # A non-finite value never reaches a checkpoint, so a bad one can never
     # rotate the last good one out.
-    learning.check_finite(self.learner.network.variables, "checkpoint")
+    optimization.check_finite(self.learner.network.variables, "checkpoint")
     if self.actor is not None:
       self.env_steps.assign(self.actor.env_steps)
       actor_path = os.path.join(self.checkpoint_dir,

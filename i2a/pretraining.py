@@ -33,6 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 import envmodels
+from envmodels import optimization
 from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import MetricsLog
 from i2a.progress import Progress
@@ -43,6 +44,8 @@ from i2a.replay.episodes import WindowSampler
 # Fields added to the pretraining configs since runs were first made, with
 # the value that reproduces those runs (i2a/runs.py).
 LEGACY_VALUES = {"precision": "fp32", "loss.free_nats_per": "step"}
+# Skipped (non-finite) updates in a row that stop a pretraining run.
+MAX_NONFINITE_UPDATES = 10
 EXPORT = "export"
 DONE = "pretrain_done.json"  # written after the export is complete
 
@@ -162,6 +165,11 @@ class Pretrainer:
         self.spec, seed=config.seed,
         **model_hyperparameters(config, self.reward_scale))
     self.optimizer = snt.optimizers.Adam(config.learning_rate)
+    # Variables and Adam's slots exist before the first (guarded) update.
+    self.model.create_variables()
+    optimization.create_slots(self.optimizer,
+                              self.model.trainable_variables)
+    self._nonfinite_in_a_row = 0
     self.step = tf.Variable(0, dtype=tf.int64, name="step")
     self._checkpoint = tf.train.Checkpoint(model=self.model,
                                            optimizer=self.optimizer,
@@ -194,9 +202,29 @@ class Pretrainer:
     variables = self.model.trainable_variables
     gradients = tape.gradient(out.loss, variables)
     clipped, norm = tf.clip_by_global_norm(gradients, self.config.clip_norm)
-    self.optimizer.apply(clipped, variables)
+    finite = optimization.apply_if_finite(self.optimizer, clipped, variables,
+                                          out.loss, norm)
     self.step.assign_add(1)
-    return dict(out.metrics, gradient_norm=norm)
+    return dict(out.metrics, gradient_norm=norm,
+                nonfinite_update=1.0 - tf.cast(finite, tf.float32))
+
+  def _check_update(self, step: int, metrics: Dict[str, tf.Tensor]) -> None:
+    """Counts a skipped (non-finite) update; MAX_NONFINITE_UPDATES in a row
+    stop the run before anything non-finite is saved."""
+    if not float(metrics["nonfinite_update"]):
+      self._nonfinite_in_a_row = 0
+      return
+    self._nonfinite_in_a_row += 1
+    logging.warning("pretraining step %d skipped: loss %s, gradient norm %s "
+                    "(%d in a row)", step, float(metrics["loss"]),
+                    float(metrics["gradient_norm"]), self._nonfinite_in_a_row)
+    if self._nonfinite_in_a_row >= MAX_NONFINITE_UPDATES:
+      raise FloatingPointError(
+          f"{self._nonfinite_in_a_row} pretraining updates in a row had a "
+          f"non-finite loss or gradient (the last at step {step}); none was "
+          "applied, and the checkpoints and the export hold finite weights "
+          "only. Lower --config.learning_rate and rerun: it resumes from the "
+          "last checkpoint.")
 
   def _eval_step_impl(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     out = self.model.loss(batch, **self.config.loss.to_dict())
@@ -271,6 +299,7 @@ class Pretrainer:
     while step < config.train_steps:
       metrics = self._train_step(next(batches))
       step = int(self.step)
+      self._check_update(step, metrics)
       if step % config.log_every == 0 or step == config.train_steps:
         values = self.log.write(step, metrics)
         progress.update(step - progress.done, force=True,
@@ -282,13 +311,11 @@ class Pretrainer:
       if step % config.image_every == 0 or step == config.train_steps:
         self.write_pictures(step)
       if step % config.checkpoint_every == 0 or step == config.train_steps:
+        optimization.check_finite(self.model.variables, "checkpoint")
         self._manager.save(checkpoint_number=step)
     batches.close()
     self.log.flush()
     progress.close()
-    if not np.isfinite(float(metrics.get("loss", 0.0))):
-      raise FloatingPointError(f"the loss is not finite at step {step}; "
-                               "lower --config.learning_rate.")
     held_out = self.evaluate()
     envmodels.export(self.model, self.export_dir)
     io_utils.atomic_write_json(os.path.join(self.workdir, DONE),

@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import envmodels
 from configs import collect as collect_config
@@ -134,3 +135,24 @@ def test_pretraining_reads_its_windows_through_the_window_cache(trained_run,
   pretrainer = pretraining.Pretrainer(_config(dataset, 12), trained_run[0])
   for sampler in (pretrainer.train_windows, pretrainer.test_windows):
     assert all(isinstance(o, np.memmap) for o in sampler.observation_shards)
+
+
+def test_a_diverging_run_stops_before_a_non_finite_checkpoint(dataset,
+                                                              tmp_path):
+  config = _config(dataset, 12)
+  config.learning_rate = 1e30  # the first update overflows the weights
+  workdir = str(tmp_path / "diverged")
+  with pytest.raises(FloatingPointError) as stopped:
+    pretraining.run(config, workdir)
+  assert ("in a row had a non-finite" in str(stopped.value) or
+          "refusing to checkpoint" in str(stopped.value))
+  checkpoints = tf.train.get_checkpoint_state(
+      os.path.join(workdir, "checkpoints"))
+  for path in ([] if checkpoints is None else
+               checkpoints.all_model_checkpoint_paths):
+    reader = tf.train.load_checkpoint(path)
+    for name in reader.get_variable_to_shape_map():
+      value = reader.get_tensor(name)
+      if np.issubdtype(np.asarray(value).dtype, np.floating):
+        assert np.isfinite(value).all(), (path, name)
+  assert not os.path.exists(os.path.join(workdir, pretraining.EXPORT))
