@@ -1,0 +1,1 @@
+"""Grid files of `python -m i2a.sweep` (format: docs/experiments.md)."""

@@ -1,0 +1,81 @@
+"""The I2A claims on MiniPacman-avoid, 3 seeds each (Weber et al. 2017;
+Buesing et al. 2018): does imagination help, and which rollout policy,
+model and imagination?
+
+  python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py \
+      --workdir=sweeps/i2a_minipacman [--grid.env_steps=2000000]
+
+One random-policy dataset of MiniPacman-avoid; a dSSM-DET, an sSSM and an
+action-free sSSM pretrained on it per seed (model seed s for agent seed s:
+the intervals include the model's seed); then, each for `env_steps` env
+steps (the `minipacman` agent preset: lr 2e-3, entropy 0.03, 16 envs x 5
+steps) and evaluated over `episodes` episodes (the same episode seeds for
+every run):
+  a2c                 the model-free baseline (the I2A minus imagination)
+  copy_model          I2A whose imagination repeats the current state
+  distill_dssm_det    I2A, distillation rollout policy, dSSM-DET
+  distill_sssm        the same over the sSSM
+  learning_to_query   pi_r trained through the dSSM-DET by the policy
+                      gradient
+  imagination_prior   a learned prior p_imag over the action-free sSSM
+  uniform_rollouts    uniform random rollout actions, dSSM-DET
+  pixel_imagination   distillation, dSSM-DET, rendered frames imagined
+  emulator_oracle     the emulator's own rollouts (the upper reference)
+Estimated compute on 2 CPU cores: docs/experiments.md.
+
+Presets: minipacman (the experiment), tiny (the same grid with the tiny
+presets, one seed, a few updates: the tests).
+"""
+
+import ml_collections
+
+from configs import common
+
+PRESETS = ("minipacman", "tiny")
+A2C = "configs/agents/a2c.py"
+I2A = "configs/agents/i2a.py"
+
+
+def get_config(preset: str = "") -> ml_collections.ConfigDict:
+  preset = common.check_preset(preset, PRESETS,
+                               "configs/sweeps/i2a_minipacman.py")
+  tiny = preset == "tiny"
+  grid = ml_collections.ConfigDict()
+  grid.name = f"i2a_minipacman_{preset}"
+  grid.seeds = (0,) if tiny else (0, 1, 2)
+  grid.env_steps = 36 if tiny else 1_000_000  # every agent, every seed
+  grid.pretrain_steps = 4 if tiny else 5_000
+  grid.collect = (dict(
+      name="random", config=f"configs/collect.py:{preset}",
+      overrides=dict(train_steps=600 if tiny else 50_000,
+                     test_steps=200 if tiny else 5_000)),)
+  grid.pretrain = tuple(
+      dict(name=name, config=f"configs/envmodels/{name}.py:{preset}",
+           data="collect/random",
+           overrides=dict(train_steps=grid.get_ref("pretrain_steps")))
+      for name in ("dssm_det", "sssm", "sssm_action_free"))
+
+  def agent(name, config, envmodel="", **network):
+    overrides = dict(env_steps=grid.get_ref("env_steps"))
+    if network:
+      overrides["network"] = network
+    return dict(name=name, config=f"{config}:{preset}", envmodel=envmodel,
+                overrides=overrides)
+
+  grid.train = (
+      agent("a2c", A2C),
+      agent("copy_model", I2A, "pretrain/dssm_det", model="copy"),
+      agent("distill_dssm_det", I2A, "pretrain/dssm_det"),
+      agent("distill_sssm", I2A, "pretrain/sssm"),
+      agent("learning_to_query", I2A, "pretrain/dssm_det",
+            rollout_policy="learning_to_query"),
+      agent("imagination_prior", I2A, "pretrain/sssm_action_free",
+            rollout_policy="imagination_prior"),
+      agent("uniform_rollouts", I2A, "pretrain/dssm_det",
+            rollout_policy="random"),
+      agent("pixel_imagination", I2A, "pretrain/dssm_det",
+            imagination="pixels"),
+      agent("emulator_oracle", I2A, model="oracle"),
+  )
+  grid.evaluate = dict(episodes=2 if tiny else 100)
+  return grid

@@ -1,0 +1,121 @@
+"""python -m i2a.sweep: a grid of runs (collect, pretrain, train, evaluate),
+run to completion across sessions, and a report of their results.
+
+  python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:preset] \
+      --workdir=SWEEP_DIR [--only=PATTERN[,PATTERN]] [--list] [--report] \
+      [--stop_after=2h50m] [--grid.env_steps=2000000]
+
+Every run gets its own workdir SWEEP_DIR/STAGE/NAME/seedN (the binary's
+workdir: config.json, checkpoints, metrics.csv, ...) and a record
+(sweep_run.json: state, resolved config, attempts, error, time) and log
+(sweep_run.log). Runs run one at a time, each in its own process, in
+dependency order; finished runs are skipped, interrupted ones resume from
+their checkpoints, failed ones are retried, and runs that do not depend on
+a failure go on. SIGINT/SIGTERM (or --stop_after): the current run
+checkpoints and the sweep ends; a second signal ends the run at once.
+Rerun the same command to continue.
+
+  --list     the runs and their states (pending, running, done, failed
+             with the error), progress and ETA; runs nothing.
+  --report   writes SWEEP_DIR/report/ from the workdirs alone (no --grid
+             needed); every invocation that runs writes it at its end.
+  --only     runs matching a glob on the run id ('train/a2c/*') or a
+             substring ('a2c'); the others are left as they are.
+
+Exit status: 0 when every selected run is done, 1 when some failed or wait
+for a failed run, 2 when the grid or a flag is refused (nothing ran), 3
+when stopped before the end. Grid format and the
+experiments: docs/experiments.md.
+"""
+
+import signal
+import sys
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from i2a import sweeping
+
+_GRID = config_flags.DEFINE_config_file(
+    "grid", None, "Grid file[:preset] under configs/sweeps/.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "The sweep directory.",
+                               required=True)
+_ONLY = flags.DEFINE_list(
+    "only", [], "Runs to consider: globs on the run id (train/a2c/*) or "
+    "substrings, comma-separated; default all.")
+_LIST = flags.DEFINE_bool("list", False, "List the runs and their states; "
+                          "run nothing.")
+_REPORT = flags.DEFINE_bool("report", False, "Write the report from the "
+                            "workdirs; run nothing.")
+_STOP_AFTER = flags.DEFINE_string(
+    "stop_after", "", "Stop (the current run checkpoints) after this long, "
+    "e.g. 2h50m for a 3-hour session; empty: no limit.")
+_PROGRESS_EVERY = flags.DEFINE_float(
+    "progress_every_s", 300.0, "Seconds between progress lines while a run "
+    "runs (one is printed at every start and end).")
+
+
+def _stop_on_signals(control: sweeping.Control) -> None:
+  """The first SIGINT/SIGTERM asks the current run to checkpoint and the
+  sweep to end; another one a second later ends the run at once."""
+  first = []
+
+  def handler(signum, frame):
+    del frame
+    now = time.monotonic()
+    if first and now - first[0] >= 1.0:
+      control.hurry.set()
+      print("second signal: ending the current run now", flush=True)
+      return
+    if not first:
+      first.append(now)
+      print(f"signal {signum}: the current run checkpoints, then the sweep "
+            "stops (rerun to continue)", flush=True)
+    control.stop.set()
+
+  for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, handler)
+
+
+def main(argv):
+  del argv
+  try:
+    return _main()
+  except ValueError as e:  # a refused grid, sweep directory or flag
+    print(f"i2a.sweep: {e}", file=sys.stderr, flush=True)
+    return 2
+
+
+def _main() -> int:
+  grid = _GRID.value
+  if _REPORT.value and not _LIST.value:
+    paths = sweeping.write_report(_WORKDIR.value)
+    for key, path in paths.items():
+      print(f"{key}: {path}")
+    return sweeping.EXIT_DONE
+  if grid is None:
+    raise app.UsageError("--grid=configs/sweeps/NAME.py[:preset] is "
+                         "required (except with --report).")
+  if _LIST.value:
+    plan = sweeping.make_plan(grid, _WORKDIR.value)
+    print(sweeping.list_runs(plan, _ONLY.value))
+    if _REPORT.value:
+      print(f"report: {sweeping.write_report(_WORKDIR.value)['markdown']}")
+    return sweeping.EXIT_DONE
+  control = sweeping.Control()
+  _stop_on_signals(control)
+  stop_after = (sweeping.parse_duration(_STOP_AFTER.value)
+                if _STOP_AFTER.value else None)
+  result = sweeping.run_sweep(grid, _WORKDIR.value, _ONLY.value, control,
+                              stop_after_s=stop_after,
+                              progress_every_s=_PROGRESS_EVERY.value)
+  if result["pending"] and result["stopped"]:
+    return sweeping.EXIT_STOPPED
+  if result["failed"] or result["pending"]:
+    return sweeping.EXIT_FAILED
+  return sweeping.EXIT_DONE
+
+
+if __name__ == "__main__":
+  app.run(main)

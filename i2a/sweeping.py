@@ -1,0 +1,1693 @@
+"""The runtime of `python -m i2a.sweep`: a grid of runs, done across sessions.
+
+A grid file (configs/sweeps/NAME.py, `get_config(preset)` returns an
+ml_collections ConfigDict; format in docs/experiments.md) lists runs by
+stage. Each run names its binary's config file with overrides and seeds,
+and what it depends on by name:
+
+  collect          python -m i2a.collect          a dataset
+  pretrain         python -m i2a.pretrain         an envmodel export;
+                                                  `data`: a collect run
+  evaluate_models  python -m i2a.evaluate_models  Table 1 for the exports
+                                                  of one seed; `models`
+  train            python -m i2a.train            an agent; `envmodel`: a
+                                                  pretrain run ('' none)
+  evaluate         python -m i2a.evaluate         every train run, with
+                                                  `grid.evaluate.episodes`
+
+`make_plan` resolves the grid into jobs, one per run and seed, each with
+its own workdir SWEEP_DIR/STAGE/NAME/seedN, and refuses a grid whose
+references, fields or config files are wrong before anything is written.
+A reference is 'stage/name/seedN', or 'stage/name': the run of the
+referring run's seed, or the only seed of that run.
+
+Running (`run_sweep`): one job at a time, each in a child process
+(`python -m i2a.sweeping JOB_FILE`: a crash, a leak or a process-wide
+setting such as the compute precision stays with its run, and a new
+process starts from a clean TensorFlow), in dependency order, evaluations
+first when they are ready. A job's record `sweep_run.json` in its workdir
+holds its state, resolved config, attempts, error and the measured time;
+its output goes to `sweep_run.log`. The runtimes resume from their
+workdirs, so a job whose config changed only in its budget (a raised
+`env_steps`) continues from its checkpoint, and a finished job (the same
+fingerprint, its output in place, its inputs unchanged) is skipped. A
+failed job is recorded with its error; jobs that do not depend on it go
+on; the next invocation retries it. Stopping (SIGINT/SIGTERM to
+`python -m i2a.sweep`, or `stop`): the child is sent SIGTERM; training
+finishes its update and writes a final checkpoint (LearnerLoop's
+should_stop), pretraining checkpoints its step, collection and the
+evaluations are redone when rerun (their runtimes restart them).
+
+Pretraining and training runs are never continued on changed inputs: a
+started run whose dataset or envmodel changed since it started fails with
+a message (delete its workdir to run it on the new one). The evaluations
+are recomputed instead.
+
+`write_report(sweep_dir)` reads the workdirs alone: report/report.md and
+report/report.json (per configuration, the mean and the 95% Student t
+interval over seeds of the final metrics) and learning curves with
+intervals over seeds (report/*.png).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import fcntl
+import fnmatch
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+
+import ml_collections
+import numpy as np
+
+from i2a import io_utils
+from i2a.progress import format_duration
+
+STAGES = ("collect", "pretrain", "evaluate_models", "train", "evaluate")
+# Recomputed from scratch when their inputs change (the others resume).
+DERIVED = ("evaluate_models", "evaluate")
+RUN_FIELDS = {
+    "collect": ("name", "config", "overrides", "seeds"),
+    "pretrain": ("name", "config", "overrides", "seeds", "data"),
+    "train": ("name", "config", "overrides", "seeds", "envmodel"),
+    "evaluate_models": ("name", "models", "data", "seeds", "T",
+                        "num_windows", "batch_size", "horizon",
+                        "rollout_batch", "precision"),
+}
+# python -m i2a.evaluate_models's defaults.
+MODEL_TABLE_DEFAULTS = dict(T=10, num_windows=256, batch_size=16, horizon=12,
+                            rollout_batch=32, precision="auto")
+EVALUATE_DEFAULTS = dict(episodes=10, greedy=False, seed=0)
+# (stage, field) -> the stage its references name.
+REFERENCE_FIELDS = {("pretrain", "data"): "collect",
+                    ("train", "envmodel"): "pretrain",
+                    ("evaluate_models", "data"): "collect",
+                    ("evaluate_models", "models"): "pretrain"}
+UNITS = {"collect": "env steps", "pretrain": "steps", "train": "env steps",
+         "evaluate": "episodes", "evaluate_models": "models"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+RECORD = "sweep_run.json"  # a job's state, in its workdir
+LOG = "sweep_run.log"  # the job's output, appended across attempts
+JOB = "sweep_job.json"  # what the child process runs
+RESULT = "sweep_result.json"  # the child's outcome of one attempt
+LOCK = "sweep.lock"
+SWEEP = "sweep.json"  # the grid's name and every invocation
+PLAN = "sweep_plan.json"  # the jobs of the latest invocation, in order
+REPORT = "report"
+LAST_FRACTION = 0.1  # the final training return: the last 10% of env steps
+CURVE_POINTS = 200
+
+# Exit codes of `python -m i2a.sweep`.
+EXIT_DONE, EXIT_FAILED, EXIT_STOPPED = 0, 1, 3
+
+
+# -- Statistics ----------------------------------------------------------------
+
+def _continued_fraction(a: float, b: float, x: float) -> float:
+  """The continued fraction of the incomplete beta function (modified Lentz;
+  Numerical Recipes 6.4), converging for x < (a + 1) / (a + b + 2)."""
+  tiny, eps = 1e-300, 1e-16
+  c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+  d = 1.0 / (d if abs(d) > tiny else tiny)
+  result = d
+  for m in range(1, 1000):
+    for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                      -(a + m) * (a + b + m) * x / ((a + 2 * m) *
+                                                    (a + 2 * m + 1))):
+      d = 1.0 + numerator * d
+      d = 1.0 / (d if abs(d) > tiny else tiny)
+      c = 1.0 + numerator / c
+      c = c if abs(c) > tiny else tiny
+      result *= c * d
+    if abs(c * d - 1.0) < eps:
+      break
+  return result
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+  """I_x(a, b), the CDF of a Beta(a, b) variable at x."""
+  if x <= 0.0:
+    return 0.0
+  if x >= 1.0:
+    return 1.0
+  log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) +
+               a * math.log(x) + b * math.log1p(-x))
+  if x < (a + 1.0) / (a + b + 2.0):
+    return math.exp(log_front) * _continued_fraction(a, b, x) / a
+  return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+  """P(T <= t) for Student's t with `df` degrees of freedom."""
+  tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+  return 1.0 - tail if t > 0 else tail
+
+
+def student_t_quantile(p: float, df: float) -> float:
+  """The t with P(T <= t) = p (bisection on the CDF, to machine precision)."""
+  if not 0.0 < p < 1.0:
+    raise ValueError(f"p must be in (0, 1), given {p}.")
+  if df <= 0:
+    raise ValueError(f"df must be > 0, given {df}.")
+  if p == 0.5:
+    return 0.0
+  if p < 0.5:
+    return -student_t_quantile(1.0 - p, df)
+  low, high = 0.0, 1.0
+  while student_t_cdf(high, df) < p:
+    low, high = high, 2.0 * high
+  for _ in range(200):
+    middle = 0.5 * (low + high)
+    if middle in (low, high):
+      break
+    if student_t_cdf(middle, df) < p:
+      low = middle
+    else:
+      high = middle
+  return 0.5 * (low + high)
+
+
+@dataclasses.dataclass
+class Interval:
+  """The mean of n values and its Student t confidence interval (None for
+  n = 1: one seed says nothing about the spread)."""
+  mean: float
+  n: int
+  std: Optional[float] = None  # the sample standard deviation (n - 1)
+  half_width: Optional[float] = None
+  low: Optional[float] = None
+  high: Optional[float] = None
+  confidence: float = 0.95
+
+  def format(self, spec: str = ".2f") -> str:
+    if self.half_width is None:
+      return f"{self.mean:{spec}} (n={self.n}, no interval)"
+    return (f"{self.mean:{spec}} ± {self.half_width:{spec}} "
+            f"[{self.low:{spec}}, {self.high:{spec}}] (n={self.n})")
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+  """Mean and two-sided Student t interval of `values` (one per seed):
+  mean ± t_{(1 + confidence) / 2, n - 1} * s / sqrt(n), s the sample
+  standard deviation."""
+  values = [float(v) for v in values]
+  if not values:
+    raise ValueError("t_interval needs at least one value.")
+  n = len(values)
+  mean = math.fsum(values) / n
+  if n == 1:
+    return Interval(mean, 1, confidence=confidence)
+  std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+  half = student_t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+  return Interval(mean, n, std, half, mean - half, mean + half, confidence)
+
+
+# -- Config files and grids ----------------------------------------------------
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MODULES: Dict[str, Any] = {}
+
+
+def split_spec(spec: str) -> Tuple[str, str]:
+  """'configs/x.py:preset' -> ('configs/x.py', 'preset')."""
+  path, sep, preset = spec.rpartition(":")
+  if sep and path.endswith(".py") and "/" not in preset:
+    return path, preset
+  return spec, ""
+
+
+def _find(path: str) -> str:
+  """`path` as given, else relative to the repository (configs/...)."""
+  path = os.path.expanduser(path)
+  if os.path.isabs(path) or os.path.exists(path):
+    return os.path.abspath(path)
+  in_repo = os.path.join(_REPO_ROOT, path)
+  return in_repo if os.path.exists(in_repo) else os.path.abspath(path)
+
+
+def load_config_file(spec: str) -> ml_collections.ConfigDict:
+  """`get_config(preset)` of the config file 'PATH[:preset]' (as the
+  binaries' --config flags load it)."""
+  path, preset = split_spec(spec)
+  path = _find(path)
+  if not os.path.isfile(path):
+    raise ValueError(f"config file {spec!r}: {path} does not exist.")
+  module = _MODULES.get(path)
+  if module is None:
+    name = "_sweep_config_" + hashlib.sha256(path.encode()).hexdigest()[:12]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    _MODULES[path] = module
+  if not hasattr(module, "get_config"):
+    raise ValueError(f"config file {path} defines no get_config(preset).")
+  return module.get_config(preset) if preset else module.get_config()
+
+
+def load_grid(spec: str) -> ml_collections.ConfigDict:
+  """The grid of a grid file 'configs/sweeps/NAME.py[:preset]'."""
+  return load_config_file(spec)
+
+
+def _plain(value: Any) -> Any:
+  """ConfigDicts, FieldReferences and tuples -> dicts, values and lists."""
+  if isinstance(value, ml_collections.FieldReference):
+    return _plain(value.get())
+  if isinstance(value, ml_collections.ConfigDict):
+    return {k: _plain(v) for k, v in value.items()}
+  if isinstance(value, dict):
+    return {k: _plain(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_plain(v) for v in value]
+  return value
+
+
+def _jsonable(value: Any) -> Any:
+  return json.loads(json.dumps(_plain(value)))
+
+
+def _fingerprint(data: Any) -> str:
+  text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_id(stage: str, name: str, seed: int) -> str:
+  return f"{stage}/{name}/seed{seed}"
+
+
+@dataclasses.dataclass
+class Job:
+  """One run of one seed: what it runs, where, and what it needs first."""
+  stage: str
+  name: str
+  seed: int
+  workdir: str
+  # The resolved config (collect, pretrain, train) or the parameters
+  # (evaluate, evaluate_models) the child runs with.
+  config: Dict[str, Any]
+  deps: Tuple[str, ...]
+  budget: float  # in UNITS[stage]
+  config_file: str = ""  # FILE[:preset] in the grid
+  overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def id(self) -> str:
+    return run_id(self.stage, self.name, self.seed)
+
+  @property
+  def fingerprint(self) -> str:
+    return _fingerprint(dict(stage=self.stage, config=self.config))
+
+  @property
+  def configuration(self) -> str:
+    return f"{self.stage}/{self.name}"
+
+
+@dataclasses.dataclass
+class Plan:
+  """The jobs of a grid, in the order they run."""
+  name: str
+  sweep_dir: str
+  jobs: List[Job]
+  grid: Dict[str, Any]
+
+  def job(self, job_id: str) -> Job:
+    for job in self.jobs:
+      if job.id == job_id:
+        return job
+    raise KeyError(job_id)
+
+  def to_json(self) -> Dict[str, Any]:
+    return dict(name=self.name, grid=self.grid, jobs=[
+        dict(id=j.id, stage=j.stage, name=j.name, seed=j.seed,
+             workdir=os.path.relpath(j.workdir, self.sweep_dir),
+             deps=list(j.deps), budget=j.budget, unit=UNITS[j.stage],
+             config_file=j.config_file) for j in self.jobs])
+
+
+def _apply_overrides(config: ml_collections.ConfigDict,
+                     overrides: Dict[str, Any], where: str,
+                     prefix: str = "") -> None:
+  """Sets each (nested) override; a field the config lacks is refused."""
+  for key, value in overrides.items():
+    path = prefix + key
+    if key not in config:
+      known = ", ".join(sorted(config.keys()))
+      raise ValueError(f"{where}: override {path!r} is not a field of the "
+                       f"config (fields here: {known}).")
+    if isinstance(value, dict) and isinstance(config[key],
+                                              ml_collections.ConfigDict):
+      _apply_overrides(config[key], value, where, path + ".")
+      continue
+    try:
+      config[key] = tuple(value) if isinstance(value, list) else value
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"{where}: override {path}={value!r}: {e}") from e
+
+
+class _Resolver:
+  """References 'stage/name[/seedN]' -> jobs, with clear refusals."""
+
+  def __init__(self, seeds: Dict[Tuple[str, str], Tuple[int, ...]]):
+    self._seeds = seeds
+
+  def resolve(self, reference: Any, stage: str, seed: int, where: str) -> str:
+    if not isinstance(reference, str) or not reference:
+      raise ValueError(f"{where}: a reference must be 'STAGE/NAME' or "
+                       f"'STAGE/NAME/seedN', given {reference!r}.")
+    parts = reference.strip("/").split("/")
+    explicit = None
+    if len(parts) == 3 and re.fullmatch(r"seed\d+", parts[2]):
+      explicit = int(parts[2][4:])
+      parts = parts[:2]
+    if len(parts) != 2 or parts[0] != stage:
+      raise ValueError(f"{where}: {reference!r} must name a {stage} run: "
+                       f"'{stage}/NAME' or '{stage}/NAME/seedN'.")
+    key = (stage, parts[1])
+    if key not in self._seeds:
+      known = sorted(n for s, n in self._seeds if s == stage)
+      raise ValueError(f"{where}: {reference!r} names no run of the grid "
+                       f"(its {stage} runs: {', '.join(known) or 'none'}).")
+    seeds = self._seeds[key]
+    if explicit is not None:
+      if explicit not in seeds:
+        raise ValueError(f"{where}: {reference!r}: {stage}/{parts[1]} has "
+                         f"seeds {list(seeds)}.")
+      return run_id(stage, parts[1], explicit)
+    if seed in seeds:
+      return run_id(stage, parts[1], seed)
+    if len(seeds) == 1:
+      return run_id(stage, parts[1], seeds[0])
+    raise ValueError(f"{where}: {reference!r} is ambiguous for seed {seed}: "
+                     f"{stage}/{parts[1]} has seeds {list(seeds)}; name one "
+                     f"('{stage}/{parts[1]}/seedN').")
+
+
+def _runs(grid: Dict[str, Any], stage: str) -> List[Dict[str, Any]]:
+  runs = grid.get(stage) or []
+  if isinstance(runs, dict):
+    raise ValueError(f"grid.{stage} must be a tuple of runs (dicts with a "
+                     "'name'), given a dict.")
+  out, names = [], set()
+  for i, run in enumerate(runs):
+    if not isinstance(run, dict) or "name" not in run:
+      raise ValueError(f"grid.{stage}[{i}] must be a dict with a 'name'.")
+    name = run["name"]
+    where = f"grid {stage}/{name}"
+    if not isinstance(name, str) or not _NAME.match(name):
+      raise ValueError(f"{where}: a name is letters, digits, '_', '.' and "
+                       "'-' (it names a directory).")
+    if name in names:
+      raise ValueError(f"{where}: two {stage} runs have this name.")
+    names.add(name)
+    unknown = sorted(set(run) - set(RUN_FIELDS[stage]))
+    if unknown:
+      raise ValueError(f"{where}: unknown fields {unknown}; a {stage} run "
+                       f"has {', '.join(RUN_FIELDS[stage])}.")
+    if stage != "evaluate_models" and not run.get("config"):
+      raise ValueError(f"{where}: 'config' (FILE[:preset]) is required.")
+    out.append(run)
+  return out
+
+
+def _seeds(run: Dict[str, Any], default: Sequence[int], where: str
+           ) -> Tuple[int, ...]:
+  seeds = run.get("seeds", default)
+  if isinstance(seeds, int):
+    seeds = (seeds,)
+  seeds = tuple(seeds)
+  if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds) \
+      or len(set(seeds)) != len(seeds):
+    raise ValueError(f"{where}: seeds must be distinct integers >= 0, "
+                     f"given {list(seeds)}.")
+  return seeds
+
+
+def make_plan(grid: ml_collections.ConfigDict, sweep_dir: str) -> Plan:
+  """The jobs of `grid` in SWEEP_DIR, in running order.
+
+  Raises ValueError, before anything is written, for an unknown stage or
+  field, a reference to a run the grid lacks, an override of a field the
+  config file lacks, or a config file that does not load.
+  """
+  data = _plain(grid)
+  if not isinstance(data, dict):
+    raise ValueError("a grid is a ConfigDict (get_config(preset)).")
+  sweep_dir = os.path.abspath(os.path.expanduser(sweep_dir))
+  for key, value in data.items():
+    if key not in STAGES and isinstance(value, list) and value and all(
+        isinstance(v, dict) and "name" in v for v in value):
+      raise ValueError(f"grid.{key} lists runs, but {key!r} is no stage "
+                       f"(stages: {', '.join(STAGES)}).")
+  default_seeds = data.get("seeds", (0,))
+  evaluate = dict(EVALUATE_DEFAULTS)
+  unknown = sorted(set(data.get("evaluate") or {}) - set(EVALUATE_DEFAULTS))
+  if unknown:
+    raise ValueError(f"grid.evaluate: unknown fields {unknown}; it has "
+                     f"{', '.join(EVALUATE_DEFAULTS)}.")
+  evaluate.update(data.get("evaluate") or {})
+  runs = {stage: _runs(data, stage) for stage in STAGES if stage != "evaluate"}
+  seeds = {}
+  for stage, stage_runs in runs.items():
+    for run in stage_runs:
+      where = f"grid {stage}/{run['name']}"
+      # One dataset unless the run says otherwise.
+      seeds[(stage, run["name"])] = _seeds(
+          run, (0,) if stage == "collect" else default_seeds, where)
+  resolver = _Resolver(seeds)
+  jobs: Dict[str, Job] = {}
+  order: List[str] = []
+
+  def workdir(stage: str, name: str, seed: int) -> str:
+    return os.path.join(sweep_dir, stage, name, f"seed{seed}")
+
+  def add(job: Job) -> None:
+    jobs[job.id] = job
+    order.append(job.id)
+
+  for stage in ("collect", "pretrain", "evaluate_models", "train"):
+    stage_runs = runs[stage]
+    max_seeds = max([len(seeds[(stage, r["name"])]) for r in stage_runs],
+                    default=0)
+    # Seed-major: every configuration's first seed, then the second...
+    for index in range(max_seeds):
+      for run in stage_runs:
+        run_seeds = seeds[(stage, run["name"])]
+        if index >= len(run_seeds):
+          continue
+        seed = run_seeds[index]
+        where = f"grid {stage}/{run['name']} (seed {seed})"
+        if stage == "evaluate_models":
+          add(_model_table_job(run, seed, where, resolver, jobs,
+                               workdir(stage, run["name"], seed)))
+        else:
+          add(_config_job(stage, run, seed, where, resolver, jobs,
+                          workdir(stage, run["name"], seed)))
+  episodes = evaluate["episodes"]
+  if not isinstance(episodes, int) or episodes < 0:
+    raise ValueError(f"grid.evaluate.episodes must be an integer >= 0 (0: "
+                     f"no evaluation), given {episodes!r}.")
+  if episodes:
+    for job_id in [i for i in order if jobs[i].stage == "train"]:
+      train = jobs[job_id]
+      add(Job("evaluate", train.name, train.seed,
+              workdir("evaluate", train.name, train.seed),
+              dict(train=train.workdir, episodes=episodes,
+                   greedy=bool(evaluate["greedy"]),
+                   seed=int(evaluate["seed"])), (train.id,),
+              float(episodes)))
+  if not order:
+    raise ValueError("the grid lists no runs (stages: "
+                     f"{', '.join(STAGES)}).")
+  return Plan(str(data.get("name") or "sweep"), sweep_dir,
+              [jobs[i] for i in order], data)
+
+
+def _config_job(stage: str, run: Dict[str, Any], seed: int, where: str,
+                resolver: _Resolver, jobs: Dict[str, Job],
+                workdir: str) -> Job:
+  try:
+    config = load_config_file(run["config"])
+  except ValueError as e:
+    raise ValueError(f"{where}: {e}") from e
+  _apply_overrides(config, run.get("overrides") or {}, where)
+  if "seed" in config:
+    config.seed = seed
+  deps = []
+  if stage == "pretrain":
+    if not run.get("data"):
+      raise ValueError(f"{where}: 'data' (a collect run) is required.")
+    dep = resolver.resolve(run["data"], "collect", seed, where + ", data")
+    config.data = os.path.join(jobs[dep].workdir, "dataset")
+    deps.append(dep)
+  if stage == "train" and run.get("envmodel"):
+    dep = resolver.resolve(run["envmodel"], "pretrain", seed,
+                           where + ", envmodel")
+    config.envmodel = os.path.join(jobs[dep].workdir, "export")
+    deps.append(dep)
+  budget = {"collect": lambda c: c.train_steps + c.test_steps,
+            "pretrain": lambda c: c.train_steps,
+            "train": lambda c: c.env_steps}[stage](config)
+  return Job(stage, run["name"], seed, workdir, _jsonable(config),
+             tuple(deps), float(budget), run["config"],
+             _jsonable(run.get("overrides") or {}))
+
+
+def _model_table_job(run: Dict[str, Any], seed: int, where: str,
+                     resolver: _Resolver, jobs: Dict[str, Job],
+                     workdir: str) -> Job:
+  models = run.get("models") or []
+  if isinstance(models, str) or not models:
+    raise ValueError(f"{where}: 'models' must list pretrain runs.")
+  if not run.get("data"):
+    raise ValueError(f"{where}: 'data' (a collect run) is required.")
+  deps = [resolver.resolve(m, "pretrain", seed, where + ", models")
+          for m in models]
+  data = resolver.resolve(run["data"], "collect", seed, where + ", data")
+  params = {k: run.get(k, v) for k, v in MODEL_TABLE_DEFAULTS.items()}
+  params.update(models=[os.path.join(jobs[d].workdir, "export") for d in deps],
+                data=os.path.join(jobs[data].workdir, "dataset"))
+  return Job("evaluate_models", run["name"], seed, workdir, params,
+             tuple(deps + [data]), float(len(deps)))
+
+
+def select(plan: Plan, only: Sequence[str]) -> List[Job]:
+  """The jobs matching any pattern of `only` (all without patterns): a
+  glob on the run id ('train/a2c/*'), or a substring without glob
+  characters ('a2c'). A pattern that matches nothing is refused."""
+  patterns = [p for p in only if p]
+  if not patterns:
+    return list(plan.jobs)
+
+  def matches(pattern: str, job: Job) -> bool:
+    if any(ch in pattern for ch in "*?["):
+      return fnmatch.fnmatchcase(job.id, pattern)
+    return pattern in job.id
+
+  for pattern in patterns:
+    if not any(matches(pattern, j) for j in plan.jobs):
+      raise ValueError(f"--only={pattern!r} matches no run of the grid "
+                       f"(runs are named like {plan.jobs[0].id!r}).")
+  return [j for j in plan.jobs if any(matches(p, j) for p in patterns)]
+
+
+# -- Job states ----------------------------------------------------------------
+
+def read_record(workdir: str) -> Optional[Dict[str, Any]]:
+  path = os.path.join(workdir, RECORD)
+  if not os.path.exists(path):
+    return None
+  try:
+    record = io_utils.read_json(path)
+  except (OSError, ValueError):
+    return None
+  return record if isinstance(record, dict) else None
+
+
+def _write_record(workdir: str, record: Dict[str, Any]) -> None:
+  io_utils.atomic_write_json(os.path.join(workdir, RECORD), record)
+
+
+def _outcome_files(stage: str, workdir: str, config: Dict[str, Any]
+                   ) -> List[str]:
+  if stage == "collect":
+    return [os.path.join(workdir, "dataset", split, "manifest.json")
+            for split in ("train", "test")]
+  if stage == "pretrain":
+    return [os.path.join(workdir, "pretrain_done.json")]
+  if stage == "train":
+    return [os.path.join(workdir, "checkpoints", "checkpoint")]
+  if stage == "evaluate":
+    return [os.path.join(config["train"], "eval", "scores.json")]
+  return [os.path.join(workdir, "model_table.json")]
+
+
+def outcome_signature(job: Job) -> Optional[str]:
+  """A hash of what the job produced (None while it has produced nothing):
+  the dataset's manifests, the export's completion marker, the newest
+  checkpoint's pointer, the evaluation's scores or the model table."""
+  digest = hashlib.sha256()
+  for path in _outcome_files(job.stage, job.workdir, job.config):
+    try:
+      with open(path, "rb") as f:
+        digest.update(f.read())
+    except OSError:
+      return None
+  return digest.hexdigest()[:16]
+
+
+def _last(path: str, column: str) -> float:
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  values = read_column(path, column) if os.path.exists(path) else None
+  if values is None or not len(values):
+    return 0.0
+  finite = values[np.isfinite(values)]
+  return float(finite[-1]) if len(finite) else 0.0
+
+
+def progress_units(job: Job) -> float:
+  """How far the job got, in UNITS[stage], from its workdir."""
+  if job.stage == "pretrain":
+    done = os.path.join(job.workdir, "pretrain_done.json")
+    if os.path.exists(done):
+      try:
+        return float(io_utils.read_json(done)["step"])
+      except (OSError, ValueError, KeyError):
+        pass
+    return _last(os.path.join(job.workdir, "metrics.csv"), "step")
+  if job.stage == "train":
+    return _last(os.path.join(job.workdir, "metrics.csv"), "env_steps")
+  record = read_record(job.workdir)
+  if record and record.get("state") == "done" and \
+      record.get("fingerprint") == job.fingerprint:
+    return job.budget
+  return 0.0
+
+
+class Sweep:
+  """The jobs of a plan and their states, read from the workdirs."""
+
+  def __init__(self, plan: Plan):
+    self.plan = plan
+    self._by_id = {j.id: j for j in plan.jobs}
+
+  def upstream(self, job: Job) -> Dict[str, Optional[str]]:
+    return {d: outcome_signature(self._by_id[d]) for d in job.deps}
+
+  def is_done(self, job: Job) -> bool:
+    record = read_record(job.workdir)
+    if not record or record.get("state") != "done" or \
+        record.get("fingerprint") != job.fingerprint:
+      return False
+    outcome = outcome_signature(job)
+    if outcome is None or outcome != record.get("outcome"):
+      return False
+    if job.stage in DERIVED and record.get("upstream") != self.upstream(job):
+      return False
+    return True
+
+  def state(self, job: Job, holder: Optional[Dict[str, Any]] = None
+            ) -> Tuple[str, str]:
+    """(pending | running | done | failed, a detail); `holder`: the
+    invocation that holds the sweep's lock now (holder_of), if any."""
+    record = read_record(job.workdir)
+    if self.is_done(job):
+      return "done", f"{format_duration(record.get('seconds', 0.0))} " \
+          f"over {record.get('attempts', 1)} attempt(s)"
+    if record and record.get("state") == "running" and holder and (
+        holder.get("pid"), holder.get("host")) == (record.get("pid"),
+                                                   record.get("host")):
+      return "running", (f"attempt {record.get('attempts')}, since "
+                         f"{record.get('started')}")
+    if record and record.get("state") == "failed":
+      error = (record.get("error") or "").strip().splitlines() or [""]
+      return "failed", (error[0] + (" ..." if len(error) > 1 else "") +
+                        f" (attempt "
+                        f"{record.get('attempts')}; retried by the next "
+                        f"invocation; log: {os.path.join(job.workdir, LOG)})")
+    details = []
+    if record:
+      state = record.get("state")
+      if state in ("stopped", "running"):
+        details.append("stopped" if state == "stopped" else
+                       "interrupted (its invocation ended)")
+      elif state == "done" and record.get("fingerprint") != job.fingerprint:
+        details.append("its config changed since it finished (e.g. a "
+                       "raised budget)")
+      elif state == "done":
+        details.append("its inputs or outputs changed since it finished")
+    waits = [d for d in job.deps if not self.is_done(self._by_id[d])]
+    if waits:
+      failed = [d for d in waits
+                if (read_record(self._by_id[d].workdir) or {}).get("state")
+                == "failed"]
+      details.append(f"waits for {', '.join(waits)}" +
+                     (f" ({', '.join(failed)} failed)" if failed else ""))
+    return "pending", "; ".join(details)
+
+
+# -- Locking -------------------------------------------------------------------
+
+class SweepLock:
+  """One invocation at a time runs a sweep directory (an flock)."""
+
+  def __init__(self, sweep_dir: str):
+    self.path = os.path.join(sweep_dir, LOCK)
+    self._fd: Optional[int] = None
+
+  def __enter__(self) -> "SweepLock":
+    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+      os.close(fd)
+      holder = holder_of(os.path.dirname(self.path)) or {}
+      raise ValueError(
+          f"another `python -m i2a.sweep` runs in {os.path.dirname(self.path)}"
+          f" (pid {holder.get('pid')} on {holder.get('host')}, since "
+          f"{holder.get('started')}): wait for it or stop it (SIGTERM) "
+          "first.") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps(dict(pid=os.getpid(), host=socket.gethostname(),
+                                 started=_now())).encode())
+    self._fd = fd
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self._fd is not None:
+      fcntl.flock(self._fd, fcntl.LOCK_UN)
+      os.close(self._fd)
+      self._fd = None
+
+
+def holder_of(sweep_dir: str) -> Optional[Dict[str, Any]]:
+  """Who holds the sweep's lock (pid, host, started), or None."""
+  path = os.path.join(sweep_dir, LOCK)
+  if not os.path.exists(path):
+    return None
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+      with open(path) as f:
+        try:
+          return json.loads(f.read() or "{}")
+        except ValueError:
+          return {}
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
+
+
+def _now() -> str:
+  return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+# -- Listing and progress ------------------------------------------------------
+
+def _rates(plan: Plan) -> Tuple[Dict[str, float], Dict[str, float]]:
+  """Measured units/s per configuration and per stage, from the records."""
+  totals: Dict[str, List[float]] = {}
+  for job in plan.jobs:
+    record = read_record(job.workdir) or {}
+    units, seconds = record.get("units", 0.0), record.get("seconds", 0.0)
+    if units > 0 and seconds > 0:
+      for key in (job.configuration, job.stage):
+        total = totals.setdefault(key, [0.0, 0.0])
+        total[0] += units
+        total[1] += seconds
+  by_config = {k: u / s for k, (u, s) in totals.items() if "/" in k}
+  by_stage = {k: u / s for k, (u, s) in totals.items() if "/" not in k}
+  return by_config, by_stage
+
+
+def eta(plan: Plan, jobs: Sequence[Job], sweep: Sweep
+        ) -> Tuple[Optional[float], int]:
+  """(seconds the jobs not done still need, estimated from the rates this
+  sweep measured: the configuration's own, else its stage's; the number
+  of jobs no rate covers)."""
+  by_config, by_stage = _rates(plan)
+  seconds, unknown, left = 0.0, 0, 0
+  for job in jobs:
+    if sweep.is_done(job):
+      continue
+    left += 1
+    rate = by_config.get(job.configuration) or by_stage.get(job.stage)
+    if not rate:
+      unknown += 1
+      continue
+    remaining = max(0.0, job.budget - progress_units(job))
+    seconds += remaining / rate
+  return (None if left and unknown == left else seconds), unknown
+
+
+def _progress_line(plan: Plan, jobs: Sequence[Job], sweep: Sweep,
+                   current: Optional[Job] = None) -> str:
+  done = sum(sweep.is_done(j) for j in jobs)
+  failed = sum((read_record(j.workdir) or {}).get("state") == "failed"
+               for j in jobs if not sweep.is_done(j))
+  line = f"[sweep {plan.name}] {done}/{len(jobs)} runs done"
+  if failed:
+    line += f", {failed} failed"
+  if current is not None:
+    fraction = min(1.0, progress_units(current) / max(current.budget, 1e-9))
+    line += f" | now {current.id} ({100 * fraction:.0f}%)"
+  seconds, unknown = eta(plan, jobs, sweep)
+  if seconds is not None:
+    line += f" | ETA {format_duration(seconds)}"
+    if unknown:
+      line += f" + {unknown} run(s) without a measured rate"
+  elif done < len(jobs):
+    line += " | ETA unknown until a run of each kind is measured"
+  return line
+
+
+def list_runs(plan: Plan, only: Sequence[str] = ()) -> str:
+  """The runs, their states and progress, without running anything."""
+  jobs = select(plan, only)
+  sweep = Sweep(plan)
+  holder = holder_of(plan.sweep_dir)
+  lines = []
+  counts: Dict[str, int] = {}
+  for job in jobs:
+    state, detail = sweep.state(job, holder)
+    counts[state] = counts.get(state, 0) + 1
+    fraction = min(1.0, progress_units(job) / max(job.budget, 1e-9))
+    lines.append(f"{state:<8} {job.id:<44} {100 * fraction:5.1f}% of "
+                 f"{job.budget:,.0f} {UNITS[job.stage]}"
+                 + (f"  {detail}" if detail else ""))
+  head = (f"sweep {plan.name} in {plan.sweep_dir}: " +
+          ", ".join(f"{counts.get(s, 0)} {s}"
+                    for s in ("done", "running", "failed", "pending")) +
+          f" of {len(jobs)} runs")
+  if holder is not None:
+    head += (f" (an invocation runs now: pid {holder.get('pid')} on "
+             f"{holder.get('host')})")
+  return "\n".join([head, _progress_line(plan, jobs, sweep)] + lines)
+
+
+# -- Running -------------------------------------------------------------------
+
+def _check_identity(sweep_dir: str, plan: Plan) -> Dict[str, Any]:
+  path = os.path.join(sweep_dir, SWEEP)
+  record = io_utils.read_json(path) if os.path.exists(path) else dict(
+      name=plan.name, invocations=[])
+  if record.get("name") != plan.name:
+    raise ValueError(f"{sweep_dir} holds the sweep {record.get('name')!r}, "
+                     f"not {plan.name!r}: use another --workdir.")
+  return record
+
+
+def _child_env() -> Dict[str, str]:
+  from i2a import launching  # pylint: disable=import-outside-toplevel
+  env = dict(os.environ)
+  env[launching.LAUNCHER_PID_ENV] = str(os.getpid())
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  env["PYTHONUNBUFFERED"] = "1"
+  env["PYTHONPATH"] = os.pathsep.join(
+      [_REPO_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                      if p])
+  return env
+
+
+def _signal_name(number: int) -> str:
+  try:
+    return signal.Signals(number).name
+  except ValueError:
+    return str(number)
+
+
+def _tail(path: str, lines: int = 5) -> str:
+  try:
+    with open(path, "rb") as f:
+      f.seek(max(0, os.path.getsize(path) - 8192))
+      text = f.read().decode("utf-8", "replace")
+  except OSError:
+    return ""
+  return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclasses.dataclass
+class Control:
+  """Requests to a running sweep: `stop` (the current run checkpoints and
+  the sweep ends), `hurry` (the current run ends now)."""
+  stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+  hurry: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
+             stream: TextIO, progress_every_s: float,
+             deadline: Optional[float], python: str) -> str:
+  """Runs one attempt of `job` in a child process; returns its state
+  (done, stopped or failed) after recording it."""
+  from i2a import launching  # pylint: disable=import-outside-toplevel
+  plan = sweep.plan
+  os.makedirs(job.workdir, exist_ok=True)
+  record = read_record(job.workdir) or {}
+  upstream = sweep.upstream(job)
+  record.update(
+      id=job.id, stage=job.stage, name=job.name, seed=job.seed,
+      config_file=job.config_file, overrides=job.overrides,
+      config=job.config,
+      fingerprint=job.fingerprint, budget=job.budget, unit=UNITS[job.stage],
+      deps=list(job.deps))
+  if (job.stage not in DERIVED and record.get("upstream") and
+      record["upstream"] != upstream and
+      os.path.exists(os.path.join(job.workdir, "config.json"))):
+    changed = sorted(d for d in upstream
+                     if record["upstream"].get(d) != upstream[d])
+    record.update(state="failed", attempts=record.get("attempts", 0) + 1,
+                  error=(f"{', '.join(changed)} changed since this run "
+                         "started from it; continuing would mix two "
+                         f"experiments: delete {job.workdir} to run it "
+                         "again on the new one."), finished=_now())
+    _write_record(job.workdir, record)
+    print(f"[sweep {plan.name}] {job.id} failed: {record['error']}",
+          file=stream, flush=True)
+    return "failed"
+  before = progress_units(job)
+  record.update(state="running", attempts=record.get("attempts", 0) + 1,
+                upstream=upstream, started=_now(), pid=os.getpid(),
+                host=socket.gethostname(), error=None)
+  _write_record(job.workdir, record)
+  io_utils.atomic_write_json(os.path.join(job.workdir, JOB), dict(
+      id=job.id, stage=job.stage, workdir=job.workdir, config=job.config))
+  result_path = os.path.join(job.workdir, RESULT)
+  if os.path.exists(result_path):
+    os.remove(result_path)
+  log_path = os.path.join(job.workdir, LOG)
+  # pylint: disable-next=protected-access  (i2a.launch's log echo)
+  echo = launching._LogEcho(log_path, job.id, stream)
+  print(_progress_line(plan, jobs, sweep, job) +
+        f" | attempt {record['attempts']}, log {log_path}", file=stream,
+        flush=True)
+  started = time.monotonic()
+  with open(log_path, "ab") as log:
+    log.write(f"=== {_now()} attempt {record['attempts']} of {job.id} "
+              f"===\n".encode())
+    log.flush()
+    child = subprocess.Popen(
+        [python, "-m", "i2a.sweeping", os.path.join(job.workdir, JOB)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        env=_child_env(), start_new_session=True)
+  stop_sent = hurry_sent = None
+  last_line = time.monotonic()
+  while True:
+    try:
+      code = child.wait(timeout=0.5)
+      break
+    except subprocess.TimeoutExpired:
+      pass
+    echo.poll()
+    now = time.monotonic()
+    if deadline is not None and now >= deadline and not control.stop.is_set():
+      print(f"[sweep {plan.name}] the time limit is reached: stopping",
+            file=stream, flush=True)
+      control.stop.set()
+    if control.stop.is_set() and stop_sent is None:
+      child.send_signal(signal.SIGTERM)  # it checkpoints and ends
+      stop_sent = now
+    if control.hurry.is_set() and hurry_sent is None and stop_sent is not None \
+        and now - stop_sent > 1.0:
+      child.send_signal(signal.SIGTERM)  # a second one: it ends now
+      hurry_sent = now
+    if hurry_sent is not None and now - hurry_sent > 30.0:
+      child.kill()
+    if now - last_line >= progress_every_s:
+      print(_progress_line(plan, jobs, sweep, job), file=stream, flush=True)
+      last_line = now
+  echo.poll()
+  elapsed = time.monotonic() - started
+  result = None
+  if os.path.exists(result_path):
+    try:
+      result = io_utils.read_json(result_path)
+    except (OSError, ValueError):
+      result = None
+  if result is None:
+    how = (f"killed by signal {_signal_name(-code)}" if code < 0
+           else f"exited with code {code}")
+    result = dict(status="stopped" if stop_sent is not None else "failed",
+                  error=(f"the run's process {how} without a result"
+                         + (" (out of memory?)" if code == -9 else "")
+                         + f"; its last output:\n{_tail(log_path)}"))
+  if job.stage in ("pretrain", "train"):  # measured from the workdir
+    gained = max(0.0, progress_units(job) - before)
+  else:  # all or nothing
+    gained = job.budget if result["status"] == "done" else 0.0
+  record = read_record(job.workdir) or record
+  record.update(
+      state=result["status"], finished=_now(),
+      seconds=record.get("seconds", 0.0) + elapsed,
+      units=record.get("units", 0.0) + gained,
+      error=result.get("error"), summary=result.get("summary"))
+  if result["status"] == "done":
+    record["outcome"] = outcome_signature(job)
+  _write_record(job.workdir, record)
+  line = (f"[sweep {plan.name}] {job.id} {result['status']} after "
+          f"{format_duration(elapsed)}")
+  if result["status"] == "failed":
+    line += f": {result.get('error')}"
+  print(line, file=stream, flush=True)
+  return result["status"]
+
+
+def _next_job(sweep: Sweep, jobs: Sequence[Job], attempted: set
+              ) -> Optional[Job]:
+  """The next job to run: its dependencies done, not tried in this
+  invocation; an evaluation before any other."""
+  ready = [j for j in jobs if j.id not in attempted and not sweep.is_done(j)
+           and all(sweep.is_done(sweep.plan.job(d)) for d in j.deps)]
+  for job in ready:
+    if job.stage in DERIVED:
+      return job
+  return ready[0] if ready else None
+
+
+def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
+              only: Sequence[str] = (), control: Optional[Control] = None,
+              stop_after_s: Optional[float] = None,
+              progress_every_s: float = 300.0,
+              stream: Optional[TextIO] = None,
+              python: str = sys.executable) -> Dict[str, Any]:
+  """Runs the jobs of `grid` (those matching `only`) that are not done.
+
+  Returns {ran: [ids], done, failed, pending: [ids of the selection],
+  stopped: bool, report: {markdown, json, ...}}. The report is written at
+  the end, also when stopped.
+  """
+  stream = stream or sys.stdout
+  control = control or Control()
+  plan = make_plan(grid, sweep_dir)  # refuses a wrong grid up front
+  jobs = select(plan, only)
+  sweep_dir = io_utils.ensure_writable_dir(plan.sweep_dir, "sweep directory")
+  started = time.monotonic()
+  deadline = started + stop_after_s if stop_after_s else None
+  ran: List[str] = []
+  with SweepLock(sweep_dir):
+    record = _check_identity(sweep_dir, plan)
+    io_utils.atomic_write_json(os.path.join(sweep_dir, PLAN), plan.to_json())
+    invocation = dict(started=_now(), host=socket.gethostname(),
+                      only=list(only), ran=ran)
+    record["invocations"].append(invocation)
+    io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
+    sweep = Sweep(plan)
+    attempted: set = set()
+    skipped = [j.id for j in jobs if sweep.is_done(j)]
+    if skipped:
+      print(f"[sweep {plan.name}] {len(skipped)} of {len(jobs)} runs are "
+            "done already: skipped", file=stream, flush=True)
+    try:
+      while not control.stop.is_set():
+        if deadline is not None and time.monotonic() >= deadline:
+          print(f"[sweep {plan.name}] the time limit is reached: stopping",
+                file=stream, flush=True)
+          control.stop.set()
+          break
+        job = _next_job(sweep, jobs, attempted)
+        if job is None:
+          break
+        attempted.add(job.id)
+        ran.append(job.id)
+        state = _run_job(job, sweep, control, jobs, stream, progress_every_s,
+                         deadline, python)
+        if state == "stopped":
+          control.stop.set()
+    finally:
+      invocation.update(seconds=time.monotonic() - started,
+                        stopped=control.stop.is_set())
+      io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
+  report = write_report(sweep_dir)
+  done = [j.id for j in jobs if sweep.is_done(j)]
+  failed = [j.id for j in jobs if j.id not in done and
+            (read_record(j.workdir) or {}).get("state") == "failed"]
+  pending = [j.id for j in jobs if j.id not in done and j.id not in failed]
+  print(_progress_line(plan, jobs, sweep), file=stream, flush=True)
+  if pending and not control.stop.is_set():
+    blocked = [i for i in pending if not all(
+        sweep.is_done(plan.job(d)) for d in plan.job(i).deps)]
+    if blocked:
+      print(f"[sweep {plan.name}] {len(blocked)} run(s) wait for runs that "
+            f"failed or are not selected: {', '.join(blocked[:8])}"
+            + (" ..." if len(blocked) > 8 else ""), file=stream, flush=True)
+  print(f"[sweep {plan.name}] report: {report['markdown']}", file=stream,
+        flush=True)
+  return dict(ran=ran, done=done, failed=failed, pending=pending,
+              stopped=control.stop.is_set(), report=report)
+
+
+# -- The child process ---------------------------------------------------------
+
+class _Stopped(Exception):
+  """A stop request reached a runtime between two steps."""
+
+
+def _install_stop_handler(stop: threading.Event, interrupt: bool) -> None:
+  """SIGINT/SIGTERM set `stop`; with `interrupt` (runtimes without a stop
+  of their own), or at a second signal, KeyboardInterrupt is raised."""
+
+  def handler(signum, frame):
+    del signum, frame
+    again = stop.is_set()
+    stop.set()
+    if interrupt or again:
+      raise KeyboardInterrupt
+
+  for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, handler)
+
+
+def _run_collect(config: ml_collections.ConfigDict, workdir: str,
+                 stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
+  del stop  # an interrupted split is collected again (its runtime's rule)
+  from i2a import collection  # pylint: disable=import-outside-toplevel
+  manifests = collection.run(config, workdir)
+  return "done", {split: dict(steps=m.get("steps"), episodes=m.get("episodes"))
+                  for split, m in manifests.items()}
+
+
+def _run_pretrain(config: ml_collections.ConfigDict, workdir: str,
+                  stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
+  """Pretrains; a stop request checkpoints the step reached and ends.
+
+  The pretraining runtime has no stop of its own: its train step is
+  wrapped so that a stop seen before a step saves a checkpoint of the
+  steps so far and leaves the loop (resumed from there by the next
+  invocation)."""
+  from i2a import pretraining  # pylint: disable=import-outside-toplevel
+  pretrainer = pretraining.Pretrainer(config, workdir)
+  # pylint: disable=protected-access  (the runtime's step and checkpoints)
+  step_fn = pretrainer._train_step
+  manager = pretrainer._manager
+
+  def train_step(batch):
+    if stop.is_set():
+      step = int(pretrainer.step.numpy())
+      latest = manager.latest_checkpoint
+      if step and not (latest and latest.endswith(f"-{step}")):
+        manager.save(checkpoint_number=step)
+      pretrainer.log.flush()
+      raise _Stopped(step)
+    return step_fn(batch)
+
+  pretrainer._train_step = train_step
+  # pylint: enable=protected-access
+  try:
+    held_out = pretrainer.train()
+  except _Stopped as e:
+    return "stopped", dict(step=e.args[0])
+  return "done", dict(held_out=held_out)
+
+
+def _run_train(config: ml_collections.ConfigDict, workdir: str,
+               stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
+  from agents import training  # pylint: disable=import-outside-toplevel
+  trainer = training.Trainer(config, workdir)
+  try:
+    summary = trainer.loop.train(should_stop=stop.is_set)
+  finally:
+    trainer.close()
+  status = "done" if summary["env_steps"] >= config.env_steps else "stopped"
+  return status, {k: summary[k] for k in ("learner_steps", "env_steps",
+                                          "episodes", "recent_return",
+                                          "env_steps_per_s")}
+
+
+def _run_evaluate(params: Dict[str, Any], workdir: str,
+                  stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
+  del workdir, stop
+  from agents import evaluation  # pylint: disable=import-outside-toplevel
+  scores = evaluation.evaluate(params["train"], params["episodes"],
+                               params["greedy"], params["seed"])
+  return "done", {k: scores[k] for k in ("mean", "std", "episodes",
+                                         "checkpoint_step", "env_steps")}
+
+
+def _run_evaluate_models(params: Dict[str, Any], workdir: str,
+                         stop: threading.Event
+                         ) -> Tuple[str, Dict[str, Any]]:
+  del stop
+  # pylint: disable=import-outside-toplevel
+  from envmodels import precision
+  from i2a import model_evaluation
+  precision.set_precision(params["precision"])
+  rows = model_evaluation.evaluate(
+      params["models"], params["data"], T=params["T"],
+      num_windows=params["num_windows"], batch_size=params["batch_size"],
+      horizon=params["horizon"], rollout_batch=params["rollout_batch"])
+  model_evaluation.write_report(rows, workdir, params["horizon"],
+                                params["rollout_batch"], params["data"])
+  return "done", dict(models=len(rows))
+
+
+_RUNNERS = {"collect": _run_collect, "pretrain": _run_pretrain,
+            "train": _run_train, "evaluate": _run_evaluate,
+            "evaluate_models": _run_evaluate_models}
+
+
+def child_main(job_file: str) -> None:
+  """Runs one job in this process (`python -m i2a.sweeping JOB_FILE`),
+  writes its result next to the job file and ends the process (status 1
+  when the run failed)."""
+  from i2a import launching  # pylint: disable=import-outside-toplevel
+  job = io_utils.read_json(job_file)
+  launching.die_with_launcher()
+  stop = threading.Event()
+  _install_stop_handler(stop, interrupt=job["stage"] not in ("train",
+                                                              "pretrain"))
+  result: Dict[str, Any] = dict(id=job["id"])
+  print(f"{job['id']}: pid {os.getpid()}, workdir {job['workdir']}",
+        flush=True)
+  try:
+    config = job["config"]
+    if job["stage"] in ("collect", "pretrain", "train"):
+      config = ml_collections.ConfigDict(config)
+    status, summary = _RUNNERS[job["stage"]](config, job["workdir"], stop)
+    result.update(status=status, summary=summary)
+  except KeyboardInterrupt:
+    result.update(status="stopped")
+  except BaseException as e:  # pylint: disable=broad-except  (recorded)
+    traceback.print_exc()
+    message = str(e).strip() or repr(e)
+    result.update(status="failed", error=f"{type(e).__name__}: {message}")
+  print(f"{job['id']}: {result['status']}", flush=True)
+  io_utils.atomic_write_json(os.path.join(os.path.dirname(job_file), RESULT),
+                             result)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  # Background threads of the runtimes (data feeders, Reverb) must not keep
+  # the process: the result is on disk.
+  # pylint: disable-next=protected-access
+  os._exit(0 if result["status"] != "failed" else 1)
+
+
+# -- The report ----------------------------------------------------------------
+
+def _records(sweep_dir: str) -> List[Tuple[str, Dict[str, Any]]]:
+  """(workdir, record) of every job in the sweep directory."""
+  found = []
+  for stage in STAGES:
+    stage_dir = os.path.join(sweep_dir, stage)
+    if not os.path.isdir(stage_dir):
+      continue
+    for name in sorted(os.listdir(stage_dir)):
+      name_dir = os.path.join(stage_dir, name)
+      if not os.path.isdir(name_dir):
+        continue
+      for seed_dir in sorted(os.listdir(name_dir)):
+        workdir = os.path.join(name_dir, seed_dir)
+        record = read_record(workdir)
+        if record is not None and record.get("stage") == stage:
+          found.append((workdir, record))
+  return found
+
+
+def _csv_curve(path: str, x_column: str, y_column: str
+               ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  if not os.path.exists(path):
+    return None
+  x, y = read_column(path, x_column), read_column(path, y_column)
+  if x is None or y is None:
+    return None
+  keep = np.isfinite(x) & np.isfinite(y)
+  if not keep.any():
+    return None
+  return x[keep], y[keep]
+
+
+def _final_return(metrics: str) -> Optional[Tuple[float, Optional[float]]]:
+  """(env steps trained, the mean episode return logged over the last
+  LAST_FRACTION of them; None when no episode ended there)."""
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  if not os.path.exists(metrics):
+    return None
+  steps = read_column(metrics, "env_steps")
+  returns = read_column(metrics, "episode_return")
+  if steps is None or returns is None or not len(steps):
+    return None
+  last = returns[(steps >= (1.0 - LAST_FRACTION) * steps[-1]) &
+                 np.isfinite(returns)]
+  return float(steps[-1]), (float(np.mean(last)) if len(last) else None)
+
+
+def _latest_checkpoint(train_dir: str) -> Optional[str]:
+  path = os.path.join(train_dir, "checkpoints", "checkpoint")
+  try:
+    with open(path) as f:
+      match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', f.read(),
+                        re.MULTILINE)
+  except OSError:
+    return None
+  return os.path.basename(match.group(1)) if match else None
+
+
+def _summary(values: Sequence[float]) -> Optional[Dict[str, Any]]:
+  if not values:
+    return None
+  return dataclasses.asdict(t_interval(values))
+
+
+def _fmt(summary: Optional[Dict[str, Any]], spec: str = ".2f") -> str:
+  if summary is None:
+    return "-"
+  return Interval(**summary).format(spec)
+
+
+def _band(curves: Sequence[Tuple[np.ndarray, np.ndarray]],
+          points: int = CURVE_POINTS) -> Optional[Dict[str, np.ndarray]]:
+  """Curves interpolated on a common grid of x; at each x the mean and
+  t interval over the curves that reach it."""
+  curves = [(x, y) for x, y in curves if len(x)]
+  if not curves:
+    return None
+  low_x = min(float(x[0]) for x, _ in curves)
+  high_x = max(float(x[-1]) for x, _ in curves)
+  grid = np.linspace(low_x, high_x, points) if high_x > low_x else \
+      np.array([low_x])
+  mean, low, high, count = [], [], [], []
+  for value in grid:
+    ys = [float(np.interp(value, x, y)) for x, y in curves
+          if x[0] <= value <= x[-1]]
+    if not ys:
+      for values in (mean, low, high):
+        values.append(np.nan)
+      count.append(0)
+      continue
+    interval = t_interval(ys)
+    mean.append(interval.mean)
+    low.append(interval.low if interval.low is not None else interval.mean)
+    high.append(interval.high if interval.high is not None else
+                interval.mean)
+    count.append(interval.n)
+  return dict(x=grid, mean=np.array(mean), low=np.array(low),
+              high=np.array(high), n=np.array(count))
+
+
+def band_plot(path: str, curves: Dict[str, Sequence[Tuple[np.ndarray,
+                                                           np.ndarray]]],
+              xlabel: str, ylabel: str, title: str) -> Optional[str]:
+  """{label: [(x, y) per seed]} -> a PNG: per label the mean over seeds and
+  a shaded 95% t interval where two or more seeds reach x."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  bands = {label: _band(c) for label, c in curves.items()}
+  bands = {k: v for k, v in bands.items() if v is not None}
+  if not bands:
+    return None
+  fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+  colors = plt.get_cmap("tab10" if len(bands) <= 10 else "tab20")
+  for i, (label, band) in enumerate(bands.items()):
+    color = colors(i % colors.N)
+    n = int(band["n"].max())
+    ax.plot(band["x"], band["mean"], color=color, lw=1.5,
+            marker="o" if len(band["x"]) == 1 else None,
+            label=f"{label} (n={n})")
+    ax.fill_between(band["x"], band["low"], band["high"], color=color,
+                    alpha=0.2, lw=0)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7, loc="best")
+  fig.tight_layout()
+  with io_utils.atomic_path(path) as tmp:
+    fig.savefig(tmp, format="png")
+  plt.close(fig)
+  return path
+
+
+def _export_owner(export: str) -> Optional[Tuple[str, int]]:
+  """(pretrain name, seed) of an export path of a sweep directory."""
+  match = re.search(r"(?:^|/)pretrain/([^/]+)/seed(\d+)/export/?$",
+                    export.replace(os.sep, "/"))
+  if match is None:
+    return None
+  return match.group(1), int(match.group(2))
+
+
+def collect_results(sweep_dir: str) -> Dict[str, Any]:
+  """The sweep's results from its workdirs alone (report.json's content)."""
+  sweep_dir = os.path.abspath(sweep_dir)
+  records = _records(sweep_dir)
+  plan = io_utils.read_json(os.path.join(sweep_dir, PLAN)) if os.path.exists(
+      os.path.join(sweep_dir, PLAN)) else None
+  order = {}
+  if plan:
+    for i, job in enumerate(plan["jobs"]):
+      order.setdefault(f"{job['stage']}/{job['name']}", i)
+  by_id = {r["id"]: (w, r) for w, r in records}
+  states: Dict[str, int] = {}
+  failures = []
+  seconds: Dict[str, float] = {}
+  for workdir, record in records:
+    states[record.get("state", "?")] = states.get(record.get("state", "?"),
+                                                  0) + 1
+    seconds[record["stage"]] = seconds.get(record["stage"], 0.0) + \
+        record.get("seconds", 0.0)
+    if record.get("state") == "failed":
+      failures.append(dict(id=record["id"], error=record.get("error"),
+                           attempts=record.get("attempts"),
+                           log=os.path.relpath(os.path.join(workdir, LOG),
+                                               sweep_dir)))
+
+  def configurations(stage: str) -> List[str]:
+    names = sorted({r["name"] for _, r in records if r["stage"] == stage},
+                   key=lambda n: (order.get(f"{stage}/{n}", 1 << 30), n))
+    return names
+
+  agents = []
+  for name in configurations("train"):
+    runs = sorted([(w, r) for w, r in records
+                   if r["stage"] == "train" and r["name"] == name],
+                  key=lambda wr: wr[1]["seed"])
+    eval_returns, final_returns, env_steps, per_seed = [], [], [], []
+    hours = []
+    for workdir, record in runs:
+      entry: Dict[str, Any] = dict(seed=record["seed"],
+                                   state=record.get("state"))
+      if record.get("state") == "done":
+        hours.append(record.get("seconds", 0.0) / 3600)
+        final = _final_return(os.path.join(workdir, "metrics.csv"))
+        if final is not None:
+          entry["env_steps"], entry["final_training_return"] = final
+          env_steps.append(entry["env_steps"])
+          if entry["final_training_return"] is not None:
+            final_returns.append(entry["final_training_return"])
+        evaluation = by_id.get(run_id("evaluate", name, record["seed"]))
+        scores_path = os.path.join(workdir, "eval", "scores.json")
+        if evaluation and evaluation[1].get("state") == "done" and \
+            os.path.exists(scores_path):
+          scores = io_utils.read_json(scores_path)
+          if os.path.basename(scores.get("checkpoint", "")) == \
+              _latest_checkpoint(workdir):
+            entry["evaluation_return"] = float(scores["mean"])
+            entry["evaluation_episodes"] = int(scores["episodes"])
+            eval_returns.append(entry["evaluation_return"])
+          else:
+            entry["evaluation"] = "stale (an older checkpoint)"
+      per_seed.append(entry)
+    config_file = runs[0][1].get("config_file", "") if runs else ""
+    agents.append(dict(
+        name=name, config_file=config_file,
+        envmodel=_envmodel_name(runs[0][1]) if runs else "",
+        runs=len(runs), done=sum(r.get("state") == "done" for _, r in runs),
+        evaluation_return=_summary(eval_returns),
+        final_training_return=_summary(final_returns),
+        env_steps=_summary(env_steps),
+        hours_per_run=float(np.mean(hours)) if hours else None,
+        seeds=per_seed))
+
+  table_rows: Dict[Tuple[str, int], Dict[str, Any]] = {}
+  for workdir, record in records:
+    if record["stage"] != "evaluate_models" or record.get("state") != "done":
+      continue
+    path = os.path.join(workdir, "model_table.json")
+    if not os.path.exists(path):
+      continue
+    for row in io_utils.read_json(path)["models"]:
+      owner = _export_owner(row["export"])
+      if owner is not None:
+        table_rows[owner] = row
+
+  models = []
+  for name in configurations("pretrain"):
+    runs = sorted([(w, r) for w, r in records
+                   if r["stage"] == "pretrain" and r["name"] == name],
+                  key=lambda wr: wr[1]["seed"])
+    nats, relative, improvement, per_seed, hours = [], [], [], [], []
+    for workdir, record in runs:
+      entry = dict(seed=record["seed"], state=record.get("state"))
+      done_path = os.path.join(workdir, "pretrain_done.json")
+      if record.get("state") == "done" and os.path.exists(done_path):
+        hours.append(record.get("seconds", 0.0) / 3600)
+        done = io_utils.read_json(done_path)
+        entry.update(step=done["step"], held_out_nats_per_frame=float(
+            done["held_out"]["log_likelihood_per_frame"]))
+        nats.append(entry["held_out_nats_per_frame"])
+        row = table_rows.get((name, record["seed"]))
+        if row is not None:
+          entry["label"] = row["label"]
+          if row.get("relative_rollout_time") is not None:
+            entry["relative_rollout_time"] = row["relative_rollout_time"]
+            relative.append(row["relative_rollout_time"])
+          if row.get("improvement_over_vae") is not None:
+            entry["improvement_over_vae"] = row["improvement_over_vae"]
+            improvement.append(row["improvement_over_vae"])
+      per_seed.append(entry)
+    config = runs[0][1].get("config", {}) if runs else {}
+    models.append(dict(
+        name=name, config_file=runs[0][1].get("config_file", "") if runs
+        else "", kind=config.get("kind"), jump=config.get("jump"),
+        action_free=config.get("action_free"),
+        train_steps=config.get("train_steps"),
+        batch_size=config.get("batch_size"), runs=len(runs),
+        done=sum(r.get("state") == "done" for _, r in runs),
+        held_out_nats_per_frame=_summary(nats),
+        relative_rollout_time=_summary(relative),
+        improvement_over_vae=_summary(improvement),
+        hours_per_run=float(np.mean(hours)) if hours else None,
+        seeds=per_seed))
+  invocations = []
+  sweep_path = os.path.join(sweep_dir, SWEEP)
+  if os.path.exists(sweep_path):
+    invocations = io_utils.read_json(sweep_path).get("invocations", [])
+  total = len(plan["jobs"]) if plan else len(records)
+  return dict(
+      name=(plan or {}).get("name") or os.path.basename(sweep_dir),
+      sweep_dir=sweep_dir, generated=_now(), runs_planned=total,
+      states=states, failures=failures, compute_seconds=seconds,
+      invocations=len(invocations),
+      invocation_seconds=sum(i.get("seconds", 0.0) for i in invocations),
+      confidence=0.95, agents=agents, models=models)
+
+
+def _envmodel_name(record: Dict[str, Any]) -> str:
+  export = (record.get("config") or {}).get("envmodel") or ""
+  owner = _export_owner(export) if export else None
+  return f"pretrain/{owner[0]}" if owner else ""
+
+
+def write_report(sweep_dir: str) -> Dict[str, str]:
+  """report/report.md, report/report.json and the learning curves, from the
+  sweep directory's workdirs alone (atomically written)."""
+  sweep_dir = os.path.abspath(sweep_dir)
+  if not os.path.isdir(sweep_dir):
+    raise ValueError(f"{sweep_dir} is no sweep directory (it does not "
+                     "exist).")
+  results = collect_results(sweep_dir)
+  out = os.path.join(sweep_dir, REPORT)
+  os.makedirs(out, exist_ok=True)
+  records = _records(sweep_dir)
+  pictures: Dict[str, str] = {}
+  agent_curves: Dict[str, list] = {}
+  model_curves: Dict[str, list] = {}
+  for workdir, record in records:
+    if record["stage"] == "train":
+      curve = _csv_curve(os.path.join(workdir, "metrics.csv"), "env_steps",
+                         "episode_return")
+      if curve is not None:
+        agent_curves.setdefault(record["name"], []).append(curve)
+    elif record["stage"] == "pretrain":
+      curve = _csv_curve(os.path.join(workdir, "eval.csv"), "step",
+                         "log_likelihood_per_frame")
+      if curve is not None:
+        model_curves.setdefault(record["name"], []).append(curve)
+  order_agents = [a["name"] for a in results["agents"]]
+  order_models = [m["name"] for m in results["models"]]
+  path = band_plot(
+      os.path.join(out, "agents_learning_curves.png"),
+      {k: agent_curves[k] for k in order_agents if k in agent_curves},
+      "environment steps", "episode return (training)",
+      f"{results['name']}: mean over seeds, shaded 95% t interval")
+  if path:
+    pictures["agents"] = path
+  path = band_plot(
+      os.path.join(out, "models_held_out.png"),
+      {k: model_curves[k] for k in order_models if k in model_curves},
+      "pretraining step", "held-out log-likelihood (nats/frame)",
+      f"{results['name']}: mean over seeds, shaded 95% t interval")
+  if path:
+    pictures["models"] = path
+  results["pictures"] = {k: os.path.relpath(v, out)
+                         for k, v in pictures.items()}
+  markdown = _markdown(results)
+  md_path = os.path.join(out, "report.md")
+  json_path = os.path.join(out, "report.json")
+  io_utils.atomic_write_json(json_path, results)
+  io_utils.atomic_write_text(md_path, markdown)
+  return dict(markdown=md_path, json=json_path, **pictures)
+
+
+def _markdown(results: Dict[str, Any]) -> str:
+  states = results["states"]
+  done = states.get("done", 0)
+  lines = [
+      f"# Sweep {results['name']}", "",
+      f"{done} of {results['runs_planned']} runs done"
+      + "".join(f", {states[s]} {s}" for s in ("failed", "stopped", "running")
+                if states.get(s)) +
+      f"; {results['invocations']} invocation(s), "
+      f"{results['invocation_seconds'] / 3600:.2f} hours in all. Generated "
+      f"{results['generated']} from the workdirs in {results['sweep_dir']}.",
+      "",
+      "Each value is the mean over seeds ± the half-width of the 95% "
+      "Student t interval [low, high] (n = seeds with a result); with one "
+      "seed there is no interval. Only finished runs count.", ""]
+  if results["models"]:
+    lines += [
+        "## Environment models", "",
+        "Held-out log-likelihood per frame in nats (pretraining's final "
+        "evaluation on the test split; the ELBO for latent models), and, "
+        "where the grid runs `evaluate_models`, the rollout time relative "
+        "to AR and the improvement over the VAE baseline measured with the "
+        "models of the same seed.", "",
+        "| configuration | kind | jump | steps x batch | runs done | held-out "
+        "nats/frame | relative rollout time (AR = 1) | improvement over VAE "
+        "| hours/run |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for m in results["models"]:
+      kind = (m["kind"] or "") + (" (action-free)" if m.get("action_free")
+                                  else "")
+      lines.append(
+          f"| {m['name']} | {kind} | {m['jump']} | {m['train_steps']} x "
+          f"{m['batch_size']} | {m['done']}/{m['runs']} | "
+          f"{_fmt(m['held_out_nats_per_frame'], '.1f')} | "
+          f"{_fmt(m['relative_rollout_time'], '.3f')} | "
+          f"{_fmt(m['improvement_over_vae'], '+.1f')} | "
+          f"{_hours(m['hours_per_run'])} |")
+    if "models" in results["pictures"]:
+      lines += ["", f"![held-out nats]({results['pictures']['models']})"]
+    lines.append("")
+  if results["agents"]:
+    lines += [
+        "## Agents", "",
+        "Evaluation return: `python -m i2a.evaluate`'s mean return "
+        "(eval/scores.json) of each run's final checkpoint. Training return: "
+        f"the mean episode return over the last {LAST_FRACTION:.0%} of the "
+        "run's env steps (metrics.csv).", "",
+        "| configuration | envmodel | runs done | evaluation return | "
+        "training return (last 10%) | env steps | hours/run |",
+        "|---|---|---|---|---|---|---|"]
+    for a in results["agents"]:
+      steps = a["env_steps"]
+      lines.append(
+          f"| {a['name']} | {a['envmodel'] or '-'} | {a['done']}/{a['runs']} "
+          f"| {_fmt(a['evaluation_return'])} | "
+          f"{_fmt(a['final_training_return'])} | "
+          f"{'-' if steps is None else format(steps['mean'], ',.0f')} | "
+          f"{_hours(a['hours_per_run'])} |")
+    if "agents" in results["pictures"]:
+      lines += ["", f"![learning curves]({results['pictures']['agents']})"]
+    lines.append("")
+  if results["failures"]:
+    lines += ["## Failed runs", "", "| run | attempts | error | log |",
+              "|---|---|---|---|"]
+    for f in results["failures"]:
+      error = (f["error"] or "").replace("|", "\\|").replace("\n", " ")
+      lines.append(f"| {f['id']} | {f['attempts']} | {error[:300]} | "
+                   f"{f['log']} |")
+    lines.append("")
+  return "\n".join(lines)
+
+
+def _hours(value: Optional[float]) -> str:
+  return "-" if value is None else f"{value:.2f}"
+
+
+def parse_duration(text: str) -> float:
+  """'2h50m', '170m', '45s' or '10200' -> seconds."""
+  text = text.strip()
+  if re.fullmatch(r"\d+(\.\d+)?", text):
+    return float(text)
+  match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
+  if not text or match is None:
+    raise ValueError(f"a duration is like 2h50m, 170m, 45s or 10200 "
+                     f"(seconds), given {text!r}.")
+  hours, minutes, seconds = (int(g or 0) for g in match.groups())
+  return hours * 3600.0 + minutes * 60.0 + seconds
+
+
+if __name__ == "__main__":
+  if len(sys.argv) != 2:
+    sys.exit("usage: python -m i2a.sweeping JOB_FILE (run by python -m "
+             "i2a.sweep)")
+  child_main(sys.argv[1])

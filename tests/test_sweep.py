@@ -1,0 +1,586 @@
+"""python -m i2a.sweep: grids, runs across invocations, stops, failures,
+the report and its intervals (tiny presets, MiniPacman)."""
+
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from i2a import io_utils, sweeping
+from i2a.metrics import read_column
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Every stage: a dataset, AR and dSSM-DET, their Table 1, A2C over two
+# seeds, an I2A over the dSSM-DET, and a run that fails when it starts
+# (batch 3 is no multiple of the tiny preset's 2 environments).
+TEST_GRID = """
+import ml_collections
+
+
+def get_config(preset=""):
+  grid = ml_collections.ConfigDict()
+  grid.name = "test_sweep"
+  grid.seeds = (0,)
+  grid.a2c_steps = 48
+  grid.i2a_steps = 36
+  grid.broken_batch = 3
+  grid.collect = (dict(name="random", config="configs/collect.py:tiny"),)
+  grid.pretrain = tuple(
+      dict(name=kind, config=f"configs/envmodels/{kind}.py:tiny",
+           data="collect/random",
+           overrides=dict(train_steps=4, eval_every=2, image_every=100))
+      for kind in ("ar", "dssm_det"))
+  grid.evaluate_models = (dict(
+      name="table", models=("pretrain/ar", "pretrain/dssm_det"),
+      data="collect/random", T=3, num_windows=8, batch_size=4, horizon=3,
+      rollout_batch=4),)
+  # An episode ends every 4 updates (12 frames, 3 steps per unroll): rows
+  # logged every 2 updates at 24 and 48 env steps see one end.
+  grid.train = (
+      dict(name="a2c", config="configs/agents/a2c.py:tiny", seeds=(0, 1),
+           overrides=dict(env_steps=grid.get_ref("a2c_steps"))),
+      dict(name="i2a", config="configs/agents/i2a.py:tiny",
+           envmodel="pretrain/dssm_det",
+           overrides=dict(env_steps=grid.get_ref("i2a_steps"))),
+      dict(name="broken", config="configs/agents/a2c.py:tiny",
+           overrides=dict(batch_size=grid.get_ref("broken_batch"))))
+  grid.evaluate = dict(episodes=2)
+  return grid
+"""
+
+# One A2C run that would train for ever: it is stopped.
+LONG_GRID = """
+import ml_collections
+
+
+def get_config(preset=""):
+  grid = ml_collections.ConfigDict()
+  grid.name = "test_stop"
+  grid.env_steps = 10 ** 9
+  grid.train = (dict(name="a2c", config="configs/agents/a2c.py:tiny",
+                     overrides=dict(env_steps=grid.get_ref("env_steps"),
+                                    checkpoint_every=5)),)
+  grid.evaluate = dict(episodes=0)
+  return grid
+"""
+
+
+def _grid_file(tmp_path, text, name="grid.py"):
+  path = tmp_path / name
+  path.write_text(text)
+  return str(path)
+
+
+def _run(grid, sweep_dir, **kwargs):
+  stream = io.StringIO()
+  result = sweeping.run_sweep(grid, sweep_dir, stream=stream,
+                              progress_every_s=1.0, **kwargs)
+  return result, stream.getvalue()
+
+
+def _last_step(metrics):
+  """The last logged step of a metrics.csv being written (0 if none)."""
+  try:
+    steps = read_column(metrics, "step")
+  except (OSError, TypeError, ValueError):  # a row half-written
+    return 0
+  return 0 if steps is None or not len(steps) else steps[-1]
+
+
+def _record(sweep_dir, run):
+  return io_utils.read_json(os.path.join(sweep_dir, run, sweeping.RECORD))
+
+
+# -- Intervals -----------------------------------------------------------------
+
+def test_student_t_quantiles_match_closed_forms_and_tables():
+  p = 0.975
+  # df = 1 (Cauchy) and df = 2 have closed forms.
+  assert sweeping.student_t_quantile(p, 1) == pytest.approx(
+      math.tan(math.pi * (p - 0.5)), rel=1e-12)
+  assert sweeping.student_t_quantile(p, 2) == pytest.approx(
+      (2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-12)
+  for df, table in ((3, 3.182446305284263), (4, 2.7764451051977987),
+                    (9, 2.2621571627409915), (30, 2.0422724563012373)):
+    assert sweeping.student_t_quantile(p, df) == pytest.approx(table,
+                                                               rel=1e-10)
+  assert sweeping.student_t_quantile(0.025, 3) == pytest.approx(
+      -3.182446305284263, rel=1e-10)
+  assert sweeping.student_t_cdf(0.0, 5) == 0.5
+
+
+def test_t_interval_on_known_numbers():
+  # Seeds 1, 2, 3, 4: mean 2.5, s = sqrt(5/3), t_{0.975, 3} = 3.1824463...
+  interval = sweeping.t_interval([1.0, 2.0, 3.0, 4.0])
+  half = 3.182446305284263 * math.sqrt(5.0 / 3.0) / math.sqrt(4.0)
+  assert interval.n == 4 and interval.mean == 2.5
+  assert interval.std == pytest.approx(math.sqrt(5.0 / 3.0), rel=1e-12)
+  assert interval.half_width == pytest.approx(half, rel=1e-10)
+  assert interval.low == pytest.approx(2.5 - half, rel=1e-10)
+  assert interval.high == pytest.approx(2.5 + half, rel=1e-10)
+  # Two seeds 10 and 12: s = sqrt(2), half = t_{0.975, 1} * sqrt(2)/sqrt(2).
+  interval = sweeping.t_interval([10.0, 12.0])
+  assert interval.half_width == pytest.approx(12.706204736174705, rel=1e-10)
+  assert interval.low == pytest.approx(11.0 - 12.706204736174705, rel=1e-10)
+  assert interval.format(".1f") == "11.0 ± 12.7 [-1.7, 23.7] (n=2)"
+
+
+def test_one_seed_has_no_interval():
+  interval = sweeping.t_interval([-3.5])
+  assert (interval.n, interval.mean) == (1, -3.5)
+  assert interval.half_width is None and interval.low is None
+  assert interval.format() == "-3.50 (n=1, no interval)"
+
+
+# -- Grids ---------------------------------------------------------------------
+
+def test_a_dependency_on_an_unknown_name_is_refused_before_anything_runs(
+    tmp_path):
+  text = TEST_GRID.replace('envmodel="pretrain/dssm_det"',
+                           'envmodel="pretrain/dssm"')
+  grid = sweeping.load_grid(_grid_file(tmp_path, text))
+  sweep_dir = str(tmp_path / "sweep")
+  with pytest.raises(ValueError, match=r"grid train/i2a \(seed 0\), "
+                     r"envmodel: 'pretrain/dssm' names no run of the grid "
+                     r"\(its pretrain runs: ar, dssm_det\)"):
+    sweeping.run_sweep(grid, sweep_dir, stream=io.StringIO())
+  assert not os.path.exists(sweep_dir)
+
+
+def test_a_wrong_field_or_stage_is_refused(tmp_path):
+  grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))
+  bad = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID.replace(
+      "env_steps=grid.get_ref", "env_stepz=grid.get_ref"), "bad.py"))
+  with pytest.raises(ValueError, match="override 'env_stepz' is not a field"):
+    sweeping.make_plan(bad, str(tmp_path / "sweep"))
+  bad = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID.replace(
+      "grid.pretrain = tuple(", "grid.pretrian = tuple("), "bad2.py"))
+  with pytest.raises(ValueError, match="'pretrian' is no stage"):
+    sweeping.make_plan(bad, str(tmp_path / "sweep"))
+  plan = sweeping.make_plan(grid, str(tmp_path / "sweep"))
+  assert [j.id for j in sweeping.select(plan, ["train/a2c/*"])] == [
+      "train/a2c/seed0", "train/a2c/seed1"]
+  with pytest.raises(ValueError, match="matches no run"):
+    sweeping.select(plan, ["nothing"])
+
+
+@pytest.mark.parametrize("preset", ["small", "tiny"])
+def test_the_table1_grid(preset, tmp_path):
+  grid = sweeping.load_grid(f"configs/sweeps/table1_small.py:{preset}")
+  plan = sweeping.make_plan(grid, str(tmp_path))
+  pretrain = [j for j in plan.jobs if j.stage == "pretrain"]
+  names = sorted({j.name for j in pretrain})
+  assert names == sorted(["vae", "ar", "rar", "dssm_det", "dssm_vae", "sssm",
+                          "jumpy_dssm_det", "jumpy_sssm"])
+  seeds = (0, 1) if preset == "small" else (0,)
+  assert sorted({j.seed for j in pretrain}) == list(seeds)
+  assert len(pretrain) == 8 * len(seeds)
+  # One budget for every model, all on the one dataset collected first.
+  assert len({(j.config["train_steps"], j.config["batch_size"])
+              for j in pretrain}) == 1
+  assert {j.deps for j in pretrain} == {("collect/random/seed0",)}
+  jumps = {j.name: j.config["jump"] for j in pretrain}
+  assert jumps["jumpy_dssm_det"] == jumps["jumpy_sssm"] == 3
+  assert {v for k, v in jumps.items() if not k.startswith("jumpy")} == {1}
+  tables = [j for j in plan.jobs if j.stage == "evaluate_models"]
+  assert len(tables) == len(seeds)
+  for table in tables:
+    assert len(table.config["models"]) == 8
+    assert all(f"/seed{table.seed}/export" in m
+               for m in table.config["models"])
+  if preset == "small":  # MsPacman at 104x80
+    protocol = plan.job("collect/random/seed0").config["protocol"]
+    assert protocol["env_id"] == "ALE/MsPacman-v5"
+    assert protocol["observation_size"] == [104, 80]
+
+
+@pytest.mark.parametrize("preset", ["minipacman", "tiny"])
+def test_the_i2a_minipacman_grid(preset, tmp_path):
+  grid = sweeping.load_grid(f"configs/sweeps/i2a_minipacman.py:{preset}")
+  plan = sweeping.make_plan(grid, str(tmp_path))
+  train = [j for j in plan.jobs if j.stage == "train"]
+  by_name = {}
+  for job in train:
+    by_name.setdefault(job.name, []).append(job)
+  assert list(by_name) == [
+      "a2c", "copy_model", "distill_dssm_det", "distill_sssm",
+      "learning_to_query", "imagination_prior", "uniform_rollouts",
+      "pixel_imagination", "emulator_oracle"]
+  seeds = [0, 1, 2] if preset == "minipacman" else [0]
+  for jobs in by_name.values():
+    assert [j.seed for j in jobs] == seeds
+  config = {name: jobs[0].config for name, jobs in by_name.items()}
+  assert all(c["protocol"]["env_id"] == "MiniPacman-avoid-v0"
+             for c in config.values())
+  if preset == "minipacman":
+    assert all(j.config["env_steps"] >= 1_000_000 for j in train)
+    # The collected data is MiniPacman-avoid too.
+    assert plan.jobs[0].config["protocol"]["env_id"] == "MiniPacman-avoid-v0"
+  net = {name: c.get("network", {}) for name, c in config.items()}
+  assert config["a2c"]["agent"] == "a2c" and not config["a2c"]["envmodel"]
+  assert net["copy_model"]["model"] == "copy"
+  assert net["learning_to_query"]["rollout_policy"] == "learning_to_query"
+  assert net["imagination_prior"]["rollout_policy"] == "imagination_prior"
+  assert net["uniform_rollouts"]["rollout_policy"] == "random"
+  assert net["pixel_imagination"]["imagination"] == "pixels"
+  assert net["emulator_oracle"]["model"] == "oracle"
+  assert not config["emulator_oracle"]["envmodel"]
+  assert by_name["distill_sssm"][0].deps == ("pretrain/sssm/seed0",)
+  assert by_name["imagination_prior"][0].deps == (
+      "pretrain/sssm_action_free/seed0",)
+  prior = plan.job("pretrain/sssm_action_free/seed0").config
+  assert prior["kind"] == "sssm" and prior["action_free"]
+  # Agent seed s imagines with the model of seed s.
+  for job in by_name["distill_dssm_det"]:
+    assert job.deps == (f"pretrain/dssm_det/seed{job.seed}",)
+    assert job.config["envmodel"].endswith(
+        f"pretrain/dssm_det/seed{job.seed}/export")
+  assert sum(j.stage == "evaluate" for j in plan.jobs) == len(train)
+
+
+# -- Running -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+  """The test grid run twice: every stage, a failure, then a rerun."""
+  tmp = tmp_path_factory.mktemp("sweep")
+  grid_file = _grid_file(tmp, TEST_GRID)
+  sweep_dir = str(tmp / "sweep")
+  listed_before = sweeping.list_runs(
+      sweeping.make_plan(sweeping.load_grid(grid_file), sweep_dir))
+  first, first_output = _run(sweeping.load_grid(grid_file), sweep_dir)
+  report = io_utils.read_json(first["report"]["json"])
+  markdown = open(first["report"]["markdown"]).read()
+  records = {job_id: _record(sweep_dir, job_id) for job_id in first["ran"]}
+  mtimes = {job_id: os.stat(os.path.join(sweep_dir, job_id,
+                                         sweeping.RECORD)).st_mtime_ns
+            for job_id in first["ran"]}
+  done_marker = os.path.join(sweep_dir, "pretrain", "dssm_det", "seed0",
+                             "pretrain_done.json")
+  marker_mtime = os.stat(done_marker).st_mtime_ns
+  listed = sweeping.list_runs(
+      sweeping.make_plan(sweeping.load_grid(grid_file), sweep_dir))
+  second, second_output = _run(sweeping.load_grid(grid_file), sweep_dir)
+  return dict(
+      grid_file=grid_file, sweep_dir=sweep_dir, first=first,
+      first_output=first_output, report=report, markdown=markdown,
+      records=records, mtimes=mtimes, done_marker=done_marker,
+      marker_mtime=marker_mtime, listed_before=listed_before, listed=listed,
+      second=second, second_output=second_output)
+
+
+def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
+  first, sweep_dir = swept["first"], swept["sweep_dir"]
+  ok = ["collect/random/seed0", "pretrain/ar/seed0", "pretrain/dssm_det/seed0",
+        "evaluate_models/table/seed0", "train/a2c/seed0", "train/a2c/seed1",
+        "train/i2a/seed0", "evaluate/a2c/seed0", "evaluate/a2c/seed1",
+        "evaluate/i2a/seed0"]
+  assert sorted(first["done"]) == sorted(ok)
+  assert first["failed"] == ["train/broken/seed0"]
+  assert first["pending"] == ["evaluate/broken/seed0"]
+  assert not first["stopped"]
+  # Each run in its own workdir, with its resolved config recorded.
+  a2c = swept["records"]["train/a2c/seed1"]
+  assert a2c["state"] == "done" and a2c["attempts"] == 1
+  assert a2c["config"]["seed"] == 1 and a2c["config"]["env_steps"] == 48
+  saved = io_utils.read_json(os.path.join(sweep_dir, "train", "a2c", "seed1",
+                                          "config.json"))
+  assert saved == a2c["config"]
+  i2a = swept["records"]["train/i2a/seed0"]["config"]
+  assert i2a["envmodel"] == os.path.join(sweep_dir, "pretrain", "dssm_det",
+                                         "seed0", "export")
+  # The evaluations ran right after their training run.
+  ran = first["ran"]
+  assert ran.index("evaluate/a2c/seed0") == ran.index("train/a2c/seed0") + 1
+  assert "runs done" in swept["first_output"] and "ETA" in swept[
+      "first_output"]
+
+  report, markdown = swept["report"], swept["markdown"]
+  agents = {a["name"]: a for a in report["agents"]}
+  scores = [io_utils.read_json(os.path.join(
+      sweep_dir, "train", "a2c", f"seed{s}", "eval", "scores.json"))["mean"]
+            for s in (0, 1)]
+  expected = sweeping.t_interval(scores)
+  evaluation = agents["a2c"]["evaluation_return"]
+  assert evaluation["n"] == 2
+  assert evaluation["mean"] == pytest.approx(expected.mean)
+  assert evaluation["half_width"] == pytest.approx(expected.half_width)
+  # The final training return: the mean over the last 10% of env steps.
+  finals = []
+  for seed in (0, 1):
+    path = os.path.join(sweep_dir, "train", "a2c", f"seed{seed}",
+                        "metrics.csv")
+    steps = read_column(path, "env_steps")
+    returns = read_column(path, "episode_return")
+    keep = (steps >= 0.9 * steps[-1]) & np.isfinite(returns)
+    finals.append(float(returns[keep].mean()))
+  assert agents["a2c"]["final_training_return"]["mean"] == pytest.approx(
+      sum(finals) / 2)
+  assert agents["i2a"]["evaluation_return"]["n"] == 1
+  assert agents["i2a"]["evaluation_return"]["half_width"] is None
+  assert agents["i2a"]["envmodel"] == "pretrain/dssm_det"
+  assert agents["broken"]["done"] == 0
+  assert agents["broken"]["evaluation_return"] is None
+  models = {m["name"]: m for m in report["models"]}
+  held_out = io_utils.read_json(swept["done_marker"])["held_out"]
+  assert models["dssm_det"]["held_out_nats_per_frame"]["mean"] == \
+      pytest.approx(held_out["log_likelihood_per_frame"])
+  assert models["ar"]["relative_rollout_time"]["mean"] == pytest.approx(1.0)
+  assert models["dssm_det"]["relative_rollout_time"]["mean"] > 0
+  assert report["failures"][0]["id"] == "train/broken/seed0"
+  for text in ("| a2c | - | 2/2 |", "(n=2)", "| i2a | pretrain/dssm_det |",
+               "(n=1, no interval)", "| dssm_det | dssm_det | 1 | 4 x 4 |",
+               "| 1.000 (n=1, no interval) |", "## Failed runs",
+               "train/broken/seed0", "agents_learning_curves.png",
+               "models_held_out.png"):
+    assert text in markdown, text
+  for name in ("agents_learning_curves.png", "models_held_out.png"):
+    assert os.path.getsize(os.path.join(sweep_dir, "report", name)) > 1000
+  assert set(report["pictures"]) == {"agents", "models"}
+
+
+def test_a_failed_run_is_recorded_and_does_not_block_independent_runs(swept):
+  record = swept["records"]["train/broken/seed0"]
+  assert record["state"] == "failed"
+  assert record["error"].startswith("ValueError: config.batch_size (3) must "
+                                    "be a multiple of config.num_envs (2)")
+  assert "Traceback" in open(os.path.join(
+      swept["sweep_dir"], "train", "broken", "seed0", sweeping.LOG)).read()
+  # Its evaluation waits; the runs after it in the grid ran.
+  ran = swept["first"]["ran"]
+  assert "evaluate/broken/seed0" not in ran
+  assert ran.index("train/broken/seed0") < ran.index("evaluate/a2c/seed1")
+  assert "waits for train/broken/seed0 (train/broken/seed0 failed)" in \
+      swept["listed"]
+
+
+def test_list_states(swept):
+  before = swept["listed_before"].splitlines()
+  assert before[0].endswith("0 done, 0 running, 0 failed, 12 pending of "
+                            "12 runs")
+  assert any(line.startswith("pending  train/i2a/seed0") and
+             "waits for pretrain/dssm_det/seed0" in line for line in before)
+  lines = {line.split()[1]: line for line in swept["listed"].splitlines()[2:]}
+  assert lines["train/a2c/seed0"].startswith("done ")
+  assert "100.0% of 48 env steps" in lines["train/a2c/seed0"]
+  assert lines["train/broken/seed0"].startswith("failed ")
+  assert "ValueError: config.batch_size (3)" in lines["train/broken/seed0"]
+  assert lines["evaluate/broken/seed0"].startswith("pending ")
+  assert "10 done, 0 running, 1 failed, 1 pending of 12 runs" in swept[
+      "listed"]
+
+
+def test_a_second_invocation_skips_finished_runs_and_retries_failed_ones(
+    swept):
+  second, sweep_dir = swept["second"], swept["sweep_dir"]
+  assert second["ran"] == ["train/broken/seed0"]  # the failed one, again
+  assert "10 of 12 runs are done already: skipped" in swept["second_output"]
+  for job_id, mtime in swept["mtimes"].items():
+    if job_id != "train/broken/seed0":
+      path = os.path.join(sweep_dir, job_id, sweeping.RECORD)
+      assert os.stat(path).st_mtime_ns == mtime, job_id
+      assert _record(sweep_dir, job_id)["attempts"] == 1
+  assert os.stat(swept["done_marker"]).st_mtime_ns == swept["marker_mtime"]
+  assert _record(sweep_dir, "train/broken/seed0")["attempts"] == 2
+  sweep = io_utils.read_json(os.path.join(sweep_dir, sweeping.SWEEP))
+  assert [len(i["ran"]) for i in sweep["invocations"]] == [11, 1]
+
+
+def test_a_rerun_resumes_a_raised_budget_and_runs_the_fixed_run(swept):
+  sweep_dir = swept["sweep_dir"]
+  metrics = os.path.join(sweep_dir, "train", "a2c", "seed0", "metrics.csv")
+  steps_before = read_column(metrics, "env_steps").tolist()
+  grid = sweeping.load_grid(swept["grid_file"])
+  grid.a2c_steps = 72  # the budget, raised (through the shared reference)
+  grid.broken_batch = 2  # the failure, fixed
+  i2a_mtime = os.stat(os.path.join(sweep_dir, "train", "i2a", "seed0",
+                                   sweeping.RECORD)).st_mtime_ns
+  result, _ = _run(grid, sweep_dir)
+  assert sorted(result["ran"]) == sorted([
+      "train/a2c/seed0", "train/a2c/seed1", "evaluate/a2c/seed0",
+      "evaluate/a2c/seed1", "train/broken/seed0", "evaluate/broken/seed0"])
+  assert not result["failed"] and not result["pending"]
+  steps = read_column(metrics, "env_steps").tolist()
+  assert steps[:len(steps_before)] == steps_before  # resumed, not restarted
+  assert steps[-1] == 72
+  record = _record(sweep_dir, "train/a2c/seed0")
+  assert record["attempts"] == 2 and record["state"] == "done"
+  assert record["units"] == 72  # env steps trained over both attempts
+  scores = io_utils.read_json(os.path.join(sweep_dir, "train", "a2c", "seed0",
+                                           "eval", "scores.json"))
+  assert scores["env_steps"] == 72  # evaluated again, at the new checkpoint
+  assert os.stat(os.path.join(sweep_dir, "train", "i2a", "seed0",
+                              sweeping.RECORD)).st_mtime_ns == i2a_mtime
+  report = io_utils.read_json(result["report"]["json"])
+  assert {a["name"]: a["done"] for a in report["agents"]}["broken"] == 1
+  assert not report["failures"]
+
+
+def test_a_started_run_whose_input_changed_is_refused(swept):
+  sweep_dir = swept["sweep_dir"]
+  # The dSSM-DET the I2A imagines with is exported anew (as far as the
+  # sweep can tell: its completion marker changed).
+  with open(swept["done_marker"], "a") as f:
+    f.write(" ")
+  grid = sweeping.load_grid(swept["grid_file"])
+  grid.a2c_steps, grid.broken_batch = 72, 2  # as the test before left them
+  grid.i2a_steps = 42  # the I2A would continue: its budget grew
+  result, output = _run(grid, sweep_dir)
+  assert "train/i2a/seed0" in result["failed"]
+  error = _record(sweep_dir, "train/i2a/seed0")["error"]
+  assert error.startswith("pretrain/dssm_det/seed0 changed since this run "
+                          "started from it; continuing would mix two "
+                          "experiments: delete ")
+  assert "train/i2a/seed0 failed" in output
+  # Derived runs are recomputed instead: the table of that seed ran again.
+  assert result["ran"][:3] == ["pretrain/dssm_det/seed0",
+                               "evaluate_models/table/seed0",
+                               "train/i2a/seed0"]
+  assert "evaluate_models/table/seed0" in result["done"]
+  # Training never started over on it: it is where it was.
+  assert read_column(os.path.join(sweep_dir, "train", "i2a", "seed0",
+                                  "metrics.csv"), "env_steps")[-1] == 36
+
+
+def test_a_stopped_pretraining_run_checkpoints_the_step_it_reached(tmp_path):
+  from configs import collect as collect_config  # pylint: disable=import-outside-toplevel
+  from configs.envmodels import dssm_det  # pylint: disable=import-outside-toplevel
+  from i2a import collection  # pylint: disable=import-outside-toplevel
+
+  class StopAfter:
+    """A stop request seen from the `calls`-th question on."""
+
+    def __init__(self, calls):
+      self.calls, self.asked = calls, 0
+
+    def is_set(self):
+      self.asked += 1
+      return self.asked > self.calls
+
+  collection.run(collect_config.get_config("tiny"), str(tmp_path / "data"))
+  config = dssm_det.get_config("tiny")
+  config.data = str(tmp_path / "data" / "dataset")
+  config.train_steps = 100
+  config.checkpoint_every = config.eval_every = config.image_every = 100
+  workdir = str(tmp_path / "run")
+  status, summary = sweeping._run_pretrain(config, workdir, StopAfter(5))  # pylint: disable=protected-access
+  assert (status, summary) == ("stopped", dict(step=5))
+  pointer = open(os.path.join(workdir, "checkpoints", "checkpoint")).read()
+  assert 'model_checkpoint_path: "ckpt-5"' in pointer
+  assert read_column(os.path.join(workdir, "metrics.csv"),
+                     "step").tolist() == [4.0]
+  config.train_steps = 8
+  status, summary = sweeping._run_pretrain(config, workdir, StopAfter(99))  # pylint: disable=protected-access
+  assert status == "done" and "log_likelihood_per_frame" in summary[
+      "held_out"]
+  # Resumed at step 5: the rows before it kept, the steps after it added.
+  assert read_column(os.path.join(workdir, "metrics.csv"),
+                     "step").tolist() == [4.0, 8.0]
+  assert io_utils.read_json(os.path.join(workdir, "pretrain_done.json"))[
+      "step"] == 8
+
+
+def test_durations():
+  assert sweeping.parse_duration("2h50m") == 10_200
+  assert sweeping.parse_duration("170m") == 10_200
+  assert sweeping.parse_duration("45s") == 45
+  assert sweeping.parse_duration("10200") == 10_200
+  with pytest.raises(ValueError, match="a duration is like"):
+    sweeping.parse_duration("soon")
+
+
+def test_a_stop_request_checkpoints_the_run_and_a_later_invocation_resumes(
+    tmp_path):
+  grid_file = _grid_file(tmp_path, LONG_GRID)
+  sweep_dir = str(tmp_path / "sweep")
+  run_dir = os.path.join(sweep_dir, "train", "a2c", "seed0")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  log = open(tmp_path / "sweep.log", "wb")
+  process = subprocess.Popen(
+      [sys.executable, "-m", "i2a.sweep", f"--grid={grid_file}",
+       f"--workdir={sweep_dir}"], cwd=REPO, env=env, stdout=log,
+      stderr=subprocess.STDOUT)
+  try:
+    deadline = time.monotonic() + 240
+    metrics = os.path.join(run_dir, "metrics.csv")
+    while not (os.path.exists(os.path.join(run_dir, "checkpoints",
+                                           "checkpoint"))
+               and os.path.exists(metrics)
+               and _last_step(metrics) >= 12):
+      assert process.poll() is None, open(tmp_path / "sweep.log").read()
+      assert time.monotonic() < deadline, "the run did not start"
+      time.sleep(0.5)
+    plan = sweeping.make_plan(sweeping.load_grid(grid_file), sweep_dir)
+    listed = sweeping.list_runs(plan)
+    assert "(an invocation runs now: pid" in listed
+    assert any(line.startswith("running  train/a2c/seed0")
+               for line in listed.splitlines())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=240) == sweeping.EXIT_STOPPED
+  finally:
+    if process.poll() is None:
+      process.kill()
+    log.close()
+  record = _record(sweep_dir, "train/a2c/seed0")
+  assert record["state"] == "stopped" and record["attempts"] == 1
+  # The stop came between updates: the last one is logged and checkpointed.
+  stopped_step = int(read_column(metrics, "step")[-1])
+  pointer = open(os.path.join(run_dir, "checkpoints", "checkpoint")).read()
+  assert f'model_checkpoint_path: "ckpt-{stopped_step}"' in pointer
+  listed = sweeping.list_runs(plan)
+  assert "pending  train/a2c/seed0" in listed and "stopped" in listed
+  rows_before = read_column(metrics, "step").tolist()
+  # The next invocation (a smaller budget, past the stop: it ends there).
+  grid = sweeping.load_grid(grid_file)
+  stopped_env_steps = int(read_column(metrics, "env_steps")[-1])
+  grid.env_steps = stopped_env_steps + 12  # two more updates
+  result, _ = _run(grid, sweep_dir)
+  assert result["done"] == ["train/a2c/seed0"]
+  steps = read_column(metrics, "step").tolist()
+  assert steps[:len(rows_before)] == rows_before
+  assert steps[-1] == stopped_step + 2
+  record = _record(sweep_dir, "train/a2c/seed0")
+  assert record["state"] == "done" and record["attempts"] == 2
+  # The binary's --list on the finished sweep.
+  listing = subprocess.run(
+      [sys.executable, "-m", "i2a.sweep", f"--grid={grid_file}",
+       f"--workdir={sweep_dir}", "--list",
+       f"--grid.env_steps={stopped_env_steps + 12}"], cwd=REPO, env=env,
+      capture_output=True, text=True, check=True).stdout
+  assert "1 done, 0 running, 0 failed, 0 pending of 1 runs" in listing
+  assert json.loads(open(os.path.join(sweep_dir, "report",
+                                      "report.json")).read())["agents"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["configs/sweeps/table1_small.py:tiny",
+                                  "configs/sweeps/i2a_minipacman.py:tiny"])
+def test_the_experiment_grids_run_end_to_end_at_their_tiny_preset(
+    spec, tmp_path):
+  grid = sweeping.load_grid(spec)
+  result, _ = _run(grid, str(tmp_path))
+  assert not result["failed"] and not result["pending"], result
+  report = io_utils.read_json(result["report"]["json"])
+  plan = sweeping.make_plan(grid, str(tmp_path))
+  names = {(j.stage, j.name) for j in plan.jobs}
+  models = {m["name"]: m for m in report["models"]}
+  agents = {a["name"]: a for a in report["agents"]}
+  assert set(models) == {n for s, n in names if s == "pretrain"}
+  assert set(agents) == {n for s, n in names if s == "train"}
+  for model in models.values():
+    assert model["done"] == model["runs"] == 1
+    assert model["held_out_nats_per_frame"]["n"] == 1
+  for agent in agents.values():
+    assert agent["done"] == agent["runs"] == 1
+    assert agent["evaluation_return"]["n"] == 1
+  if "ar" in models:  # Table 1: every model timed against AR
+    assert models["ar"]["relative_rollout_time"]["mean"] == pytest.approx(1)
+    assert all(m["relative_rollout_time"] for m in models.values())
