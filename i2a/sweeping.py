@@ -1151,7 +1151,9 @@ def _run_pretrain(config: ml_collections.ConfigDict, workdir: str,
   wrapped so that a stop seen before a step saves a checkpoint of the
   steps so far and leaves the loop (resumed from there by the next
   invocation)."""
-  from i2a import pretraining  # pylint: disable=import-outside-toplevel
+  # pylint: disable=import-outside-toplevel
+  from envmodels import optimization
+  from i2a import pretraining
   pretrainer = pretraining.Pretrainer(config, workdir)
   # pylint: disable=protected-access  (the runtime's step and checkpoints)
   step_fn = pretrainer._train_step
@@ -1162,6 +1164,8 @@ def _run_pretrain(config: ml_collections.ConfigDict, workdir: str,
       step = int(pretrainer.step.numpy())
       latest = manager.latest_checkpoint
       if step and not (latest and latest.endswith(f"-{step}")):
+        # As the runtime's own saves: never a non-finite checkpoint.
+        optimization.check_finite(pretrainer.model.variables, "checkpoint")
         manager.save(checkpoint_number=step)
       pretrainer.log.flush()
       raise _Stopped(step)
