@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import ml_collections
 import numpy as np
@@ -226,6 +226,13 @@ class Pretrainer:
           "only. Lower --config.learning_rate and rerun: it resumes from the "
           "last checkpoint.")
 
+  def _save(self, step: int) -> None:
+    """Checkpoints `step` (once; never a non-finite model)."""
+    latest = self._manager.latest_checkpoint
+    if step and not (latest and latest.endswith(f"-{step}")):
+      optimization.check_finite(self.model.variables, "checkpoint")
+      self._manager.save(checkpoint_number=step)
+
   def _eval_step_impl(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     out = self.model.loss(batch, **self.config.loss.to_dict())
     return dict(out.metrics, batch_size=tf.shape(batch["reward"])[0])
@@ -279,8 +286,12 @@ class Pretrainer:
     self.log.truncate_after(int(self.step))
     return int(self.step)
 
-  def train(self) -> Dict[str, float]:
-    """Trains to config.train_steps (resuming), evaluates, exports."""
+  def train(self, should_stop: Callable[[], bool] = lambda: False
+            ) -> Optional[Dict[str, float]]:
+    """Trains to config.train_steps (resuming), evaluates, exports; returns
+    the held-out metrics. `should_stop()` is read before each step: when it
+    says stop, the steps so far are checkpointed and None is returned (a
+    rerun resumes there)."""
     config = self.config
     finished = self.finished_step()
     if finished is not None and finished >= config.train_steps:
@@ -297,6 +308,12 @@ class Pretrainer:
     metrics: Dict[str, float] = {}
     step = start
     while step < config.train_steps:
+      if should_stop():
+        self._save(step)
+        batches.close()
+        self.log.flush()
+        progress.close()
+        return None
       metrics = self._train_step(next(batches))
       step = int(self.step)
       self._check_update(step, metrics)
@@ -311,8 +328,7 @@ class Pretrainer:
       if step % config.image_every == 0 or step == config.train_steps:
         self.write_pictures(step)
       if step % config.checkpoint_every == 0 or step == config.train_steps:
-        optimization.check_finite(self.model.variables, "checkpoint")
-        self._manager.save(checkpoint_number=step)
+        self._save(step)
     batches.close()
     self.log.flush()
     progress.close()

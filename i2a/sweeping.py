@@ -1115,10 +1115,6 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
 
 # -- The child process ---------------------------------------------------------
 
-class _Stopped(Exception):
-  """A stop request reached a runtime between two steps."""
-
-
 def _install_stop_handler(stop: threading.Event, interrupt: bool) -> None:
   """SIGINT/SIGTERM set `stop`; with `interrupt` (runtimes without a stop
   of their own), or at a second signal, KeyboardInterrupt is raised."""
@@ -1145,38 +1141,13 @@ def _run_collect(config: ml_collections.ConfigDict, workdir: str,
 
 def _run_pretrain(config: ml_collections.ConfigDict, workdir: str,
                   stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
-  """Pretrains; a stop request checkpoints the step reached and ends.
-
-  The pretraining runtime has no stop of its own: its train step is
-  wrapped so that a stop seen before a step saves a checkpoint of the
-  steps so far and leaves the loop (resumed from there by the next
-  invocation)."""
-  # pylint: disable=import-outside-toplevel
-  from envmodels import optimization
-  from i2a import pretraining
+  """Pretrains; a stop request checkpoints the step reached and ends (the
+  next invocation resumes there)."""
+  from i2a import pretraining  # pylint: disable=import-outside-toplevel
   pretrainer = pretraining.Pretrainer(config, workdir)
-  # pylint: disable=protected-access  (the runtime's step and checkpoints)
-  step_fn = pretrainer._train_step
-  manager = pretrainer._manager
-
-  def train_step(batch):
-    if stop.is_set():
-      step = int(pretrainer.step.numpy())
-      latest = manager.latest_checkpoint
-      if step and not (latest and latest.endswith(f"-{step}")):
-        # As the runtime's own saves: never a non-finite checkpoint.
-        optimization.check_finite(pretrainer.model.variables, "checkpoint")
-        manager.save(checkpoint_number=step)
-      pretrainer.log.flush()
-      raise _Stopped(step)
-    return step_fn(batch)
-
-  pretrainer._train_step = train_step
-  # pylint: enable=protected-access
-  try:
-    held_out = pretrainer.train()
-  except _Stopped as e:
-    return "stopped", dict(step=e.args[0])
+  held_out = pretrainer.train(should_stop=stop.is_set)
+  if held_out is None:
+    return "stopped", dict(step=int(pretrainer.step.numpy()))
   return "done", dict(held_out=held_out)
 
 

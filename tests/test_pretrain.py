@@ -156,3 +156,22 @@ def test_a_diverging_run_stops_before_a_non_finite_checkpoint(dataset,
       if np.issubdtype(np.asarray(value).dtype, np.floating):
         assert np.isfinite(value).all(), (path, name)
   assert not os.path.exists(os.path.join(workdir, pretraining.EXPORT))
+
+
+def test_a_stop_request_checkpoints_the_step_reached_and_a_rerun_resumes(
+    dataset, tmp_path):
+  workdir = str(tmp_path / "stopped")
+  pretrainer = pretraining.Pretrainer(_config(dataset, 12), workdir)
+  asked = []
+
+  def should_stop():
+    asked.append(int(pretrainer.step.numpy()))
+    return len(asked) > 4  # after 4 steps
+  assert pretrainer.train(should_stop=should_stop) is None
+  latest = tf.train.latest_checkpoint(os.path.join(workdir, "checkpoints"))
+  assert latest.endswith("-4")
+  assert not os.path.exists(os.path.join(workdir, pretraining.EXPORT))
+  held_out = pretraining.run(_config(dataset, 12), workdir)
+  assert np.isfinite(held_out["log_likelihood_per_frame"])
+  steps = read_column(os.path.join(workdir, "metrics.csv"), "step").tolist()
+  assert steps == sorted(set(steps)) and steps[-1] == 12
