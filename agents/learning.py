@@ -53,6 +53,49 @@ def clip_rewards(rewards: tf.Tensor, reward_clipping: str) -> tf.Tensor:
                    f"given {reward_clipping!r}.")
 
 
+# Rewards beyond this magnitude mark an unroll as malformed (game scores
+# stay far below it: MsPacman's largest single reward is 5,000).
+MAX_ABS_REWARD = 1e6
+
+
+def valid_unrolls(batch: Mapping[str, tf.Tensor],
+                  num_actions: int) -> tf.Tensor:
+  """bool [B]: the unrolls whose actions lie in [0, num_actions), whose
+  rewards are finite and within MAX_ABS_REWARD, discounts in [0, 1],
+  behaviour logits and floating side inputs finite."""
+  def per_unroll(ok: tf.Tensor) -> tf.Tensor:  # [B, ...] -> [B]
+    return tf.reduce_all(tf.reshape(ok, [tf.shape(ok)[0], -1]), axis=1)
+  action = batch["action"]
+  reward, discount = batch["reward"], batch["discount"]
+  checks = [
+      per_unroll(tf.logical_and(action >= 0, action < num_actions)),
+      per_unroll(tf.logical_and(tf.math.is_finite(reward),
+                                tf.abs(reward) <= MAX_ABS_REWARD)),
+      per_unroll(tf.logical_and(discount >= 0.0, discount <= 1.0)),
+  ]
+  for name, value in batch.items():
+    if name not in ("action", "reward", "discount") and value.dtype.is_floating:
+      checks.append(per_unroll(tf.math.is_finite(value)))
+  return tf.reduce_all(tf.stack(checks, axis=1), axis=1)
+
+
+def sanitized(batch: Mapping[str, tf.Tensor],
+              num_actions: int) -> Dict[str, tf.Tensor]:
+  """The batch with values every op accepts: actions clipped into range,
+  discounts into [0, 1], non-finite floats zeroed. Only malformed unrolls
+  change, and `Learner` never learns from those."""
+  out = {}
+  for name, value in batch.items():
+    if name == "action":
+      value = tf.clip_by_value(value, 0, num_actions - 1)
+    elif value.dtype.is_floating:
+      value = tf.where(tf.math.is_finite(value), value, tf.zeros_like(value))
+      if name == "discount":
+        value = tf.clip_by_value(value, 0.0, 1.0)
+    out[name] = value
+  return out
+
+
 def unroll_dataset(server_address: str, batch_size: int,
                    table: str = tables.UNROLLS,
                    timeout_ms: int = -1) -> tf.data.Dataset:
@@ -123,6 +166,7 @@ class Learner:
                        f"{max_nonfinite_updates}.")
     self._max_nonfinite = max_nonfinite_updates
     self.skipped_updates = 0  # this process's, not checkpointed
+    self.dropped_unrolls = 0
     self._nonfinite_in_a_row = 0
     self.learner_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                     name="learner_step")
@@ -141,6 +185,16 @@ class Learner:
 
   def _step(self) -> Dict[str, tf.Tensor]:
     batch = next(self._iterator)
+    # Unrolls are not authenticated (docs/distributed.md): malformed ones
+    # are dropped here, before an out-of-range action can crash an op.
+    valid = valid_unrolls(batch, self.network.num_actions)  # [B]
+    dropped = tf.reduce_sum(1.0 - tf.cast(valid, tf.float32))
+    any_valid = tf.reduce_any(valid)
+    # With none valid, the sanitised batch runs and its update is skipped.
+    keep = tf.logical_or(valid, tf.logical_not(any_valid))
+    batch = {name: tf.boolean_mask(value, keep)
+             for name, value in sanitized(
+                 batch, self.network.num_actions).items()}
     observations = batch["observation"]  # [B, n + 1, k, H, W, C]
     shape = tf.shape(observations)
     batch_size, length = shape[0], shape[1]
@@ -150,7 +204,8 @@ class Learner:
     with tf.GradientTape() as tape:
       output = self.network(flat, side)  # [B * (n + 1), ...]
       logits = tf.reshape(output.policy_logits,
-                          [batch_size, length, -1])  # [B, n + 1, A]
+                          [batch_size, length,
+                           self.network.num_actions])  # [B, n + 1, A]
       values = tf.reshape(output.value, [batch_size, length])  # [B, n + 1]
       to_time_major = lambda x: tf.transpose(
           x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
@@ -169,7 +224,7 @@ class Learner:
     gradients = tape.gradient(loss, variables)
     clipped, norm = tf.clip_by_global_norm(gradients, self._clip_norm)
     finite = optimization.apply_if_finite(self.optimizer, clipped, variables,
-                                          loss, norm)
+                                          loss, norm, allowed=any_valid)
     self.learner_step.assign_add(1)
     weights_finite = tf.reduce_all(tf.stack(
         [tf.reduce_all(tf.math.is_finite(v)) for v in variables]))
@@ -183,6 +238,7 @@ class Learner:
     metrics.update(total_loss=loss, auxiliary_loss=auxiliary_loss,
                    gradient_norm=norm, behaviour_kl=behaviour_kl,
                    nonfinite_update=1.0 - tf.cast(finite, tf.float32),
+                   dropped_unrolls=dropped,
                    nonfinite_weights=1.0 - tf.cast(weights_finite,
                                                    tf.float32),
                    batch_reward=tf.reduce_mean(batch["reward"]))
@@ -199,6 +255,12 @@ class Learner:
           "`unrolls` queue stayed empty past its timeout): are the actors "
           "running and writing to this server?") from e
     step = int(self.learner_step.numpy())
+    if metrics["dropped_unrolls"]:
+      self.dropped_unrolls += int(metrics["dropped_unrolls"])
+      logging.warning("learner step %d dropped %d malformed unrolls (%d in "
+                      "all): actions out of range, or non-finite or "
+                      "out-of-bounds values", step,
+                      int(metrics["dropped_unrolls"]), self.dropped_unrolls)
     if metrics["nonfinite_update"]:
       self.skipped_updates += 1
       self._nonfinite_in_a_row += 1

@@ -11,7 +11,7 @@ skipped branch never has to create them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
@@ -27,13 +27,16 @@ def create_slots(optimizer: snt.Optimizer,
 
 def apply_if_finite(optimizer: snt.Optimizer, gradients: Sequence[tf.Tensor],
                     variables: Sequence[tf.Variable], loss: tf.Tensor,
-                    gradient_norm: tf.Tensor) -> tf.Tensor:
+                    gradient_norm: tf.Tensor,
+                    allowed: Optional[tf.Tensor] = None) -> tf.Tensor:
   """Applies `gradients` only when `loss` and `gradient_norm` are finite
-  (in graph; the slots must exist: `create_slots`). Returns that bool: a
-  skipped update leaves the weights and the optimizer's state as they
-  were."""
+  (and `allowed`, a bool scalar, holds), in graph; the slots must exist
+  (`create_slots`). Returns whether it applied them: a skipped update
+  leaves the weights and the optimizer's state as they were."""
   finite = tf.logical_and(tf.reduce_all(tf.math.is_finite(loss)),
                           tf.math.is_finite(gradient_norm))
+  if allowed is not None:
+    finite = tf.logical_and(finite, allowed)
 
   def apply() -> tf.Tensor:
     optimizer.apply(gradients, variables)

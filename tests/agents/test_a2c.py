@@ -339,11 +339,10 @@ def test_a2c_is_the_i2a_minus_its_model_path():
 
 def test_non_finite_updates_are_skipped_and_stop_the_learner_in_a_row():
   network = _network(seed=3)
-  batch = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-  batch["reward"][0, 1] = np.nan  # a poisoned unroll
-  learner = learning.Learner(
+  batch = _fixed_batch([[0.0, 1e5, 0.0], [1e5, 0.0, 0.0]])  # valid unrolls
+  learner = learning.Learner(  # whose value loss overflows float32
       network, tf.data.Dataset.from_tensors(batch).repeat(),
-      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=0.5,
+      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=1e30,
       entropy_coef=0.01, clip_norm=0.5, reward_clipping="none",
       max_nonfinite_updates=3)
   before = [v.numpy() for v in network.learnable_variables]
@@ -367,7 +366,7 @@ def test_a_good_update_resets_the_count_and_nan_weights_are_never_published(
   network = _network(seed=3)
   good = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
   bad = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-  bad["reward"][:] = np.inf
+  bad["reward"][:] = np.inf  # dropped: no unroll left to learn from
   batches = tf.data.Dataset.from_tensor_slices(
       {k: np.stack([bad[k], good[k], bad[k]]) for k in good})
   learner = learning.Learner(
@@ -380,3 +379,31 @@ def test_a_good_update_resets_the_count_and_nan_weights_are_never_published(
       np.full(network.learnable_variables[0].shape, np.nan, np.float32))
   with pytest.raises(FloatingPointError, match="refusing to publish"):
     learner.publish()
+
+
+def test_malformed_unrolls_are_dropped_and_counted_not_crashing_the_learner():
+  network = _network(seed=3)
+  good = _fixed_batch([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+  forged = {k: v.copy() for k, v in good.items()}
+  forged["action"][1, 0] = NUM_ACTIONS + 7  # out of range
+  forged["discount"][0, 2] = 2.0  # not a discount
+  learner = learning.Learner(
+      network, tf.data.Dataset.from_tensor_slices(
+          {k: np.stack([forged[k], good[k]]) for k in good}),
+      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=0.5,
+      entropy_coef=0.01, clip_norm=0.5, reward_clipping="none")
+  metrics = learner.step()  # both unrolls forged: nothing to learn from
+  assert metrics["dropped_unrolls"] == 2 and metrics["nonfinite_update"] == 1
+  metrics = learner.step()
+  assert metrics["dropped_unrolls"] == 0 and metrics["nonfinite_update"] == 0
+  assert learner.dropped_unrolls == 2
+  mixed = {k: np.stack([good[k][0], forged[k][1]]) for k in good}
+  valid = learning.valid_unrolls({k: tf.constant(v) for k, v in mixed.items()},
+                                 NUM_ACTIONS).numpy()
+  np.testing.assert_array_equal(valid, [True, False])
+  huge = {k: v.copy() for k, v in good.items()}
+  huge["reward"][0, 0] = 1e30
+  huge["behaviour_logits"][1, 0, 0] = np.nan
+  valid = learning.valid_unrolls({k: tf.constant(v) for k, v in huge.items()},
+                                 NUM_ACTIONS).numpy()
+  np.testing.assert_array_equal(valid, [False, False])
