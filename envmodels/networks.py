@@ -1,7 +1,8 @@
 """Building blocks of the Buesing et al. (2018) model architectures.
 
-Every envmodel kind is assembled from these Sonnet modules (see
-`../shared/papers/NOTES.md` for the appendix figures they follow). All
+Every envmodel kind is assembled from these Sonnet modules (docs/
+envmodels.md, "State-space architecture", describes the paper's appendix
+figures they follow). All
 convolutions have stride 1 and SAME padding; down/up-sampling is done with
 space-to-depth / depth-to-space. Shapes: frames [B, H, W, C], states
 [B, H/8, W/8, D].
@@ -160,8 +161,8 @@ class RewardHead(snt.Module):
 
   The reward r is coded as bits (`encode_reward`): is-zero, sign, and the
   binary digits of floor(|r| * reward_scale) (num_bits of them); each bit is
-  a Bernoulli trained with cross-entropy (NOTES.md). `reward_scale` lets
-  fractional rewards (MiniPacman's 0.1) be represented exactly, and large
+  a Bernoulli trained with cross-entropy (docs/envmodels.md, "Reward
+  coding"). `reward_scale` lets fractional rewards (MiniPacman's 0.1) be represented exactly, and large
   ones (MsPacman's tens) with few bits. Rewards that are not multiples of
   1 / reward_scale, or beyond (2**num_bits - 1) / reward_scale, are coded
   wrongly: `reward_coding.py` derives or checks the scale for a dataset.
