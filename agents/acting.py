@@ -1,6 +1,6 @@
 """The actor: a network steps a vector env and writes unrolls into Reverb.
 
-Data flow (DESIGN.md, "train"): before each unroll the actor pulls the
+Data flow (docs/agents.md, "Data flow"): before each unroll the actor pulls the
 newest weights from the Reverb `variables` table (`VariableClient`), then
 steps its `num_envs` environments for `unroll_length` steps, sampling
 actions from the network's policy over each environment's frame window

@@ -1,6 +1,6 @@
 """The distributed mode's roles: Reverb server, actor and learner processes.
 
-Data flow (DESIGN.md, "train"; docs/distributed.md): the server process
+Data flow (docs/agents.md, "Data flow"; docs/distributed.md): the server process
 holds the tables; actor processes (`run_actor`, rank R) step their own
 environments with the same `Actor` as the embedded mode, write unrolls into
 the `unrolls` queue and the episodes they finish into `episodes`, and pull

@@ -1,6 +1,6 @@
 """The runtime of `python -m i2a.evaluate`: a trained agent's scores and videos.
 
-Data flow (DESIGN.md, "evaluate"): the workdir of `python -m i2a.train`
+Data flow (docs/agents.md, "Evaluation"): the workdir of `python -m i2a.train`
 gives the config (config.json), the protocol (protocol.json), the newest
 checkpoint and, for agents that query one, the envmodel export. The agent's
 network acts on frame windows exactly as the actor does (FrameWindows,

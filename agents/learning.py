@@ -1,6 +1,6 @@
 """The learner: batches of unrolls from Reverb -> actor-critic update -> weights.
 
-Data flow (DESIGN.md, "train"): `unroll_dataset` reads the Reverb `unrolls`
+Data flow (docs/agents.md, "Data flow"): `unroll_dataset` reads the Reverb `unrolls`
 queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
 batches of `batch_size` unrolls; `Learner.step()` runs one update in the
 private tf.function `_step()` (the network over all n + 1 windows of every

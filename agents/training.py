@@ -1,6 +1,6 @@
 """The runtime of `python -m i2a.train` in the embedded mode.
 
-Data flow (DESIGN.md, "train"): one process runs a Reverb server with the
+Data flow (docs/agents.md, "Data flow"): one process runs a Reverb server with the
 `unrolls` queue and the `variables` table, one `Actor` (agents/acting.py)
 and one `Learner` (agents/learning.py), the same classes that run as
 separate processes in the distributed mode. They alternate: the actor

@@ -1,6 +1,6 @@
 """The emulator oracle: the real environment behind the EnvModel interface.
 
-Where it sits in the data flow: Buesing et al. (2018) and DESIGN.md compare
+Where it sits in the data flow: Buesing et al. (2018) compare
 agents that query learned models with an agent that queries a perfect
 simulator, the upper bound. `OracleModel` is that simulator. It is never
 trained, exported or loaded: the code that owns the environments (an

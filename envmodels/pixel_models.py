@@ -48,7 +48,7 @@ Choices and departures, with reasons:
     the map; steps beyond max_horizon reuse the last code. Its state keeps
     the last context frame so that `render(initial_state)` is that frame, as
     for AR and RAR (the paper does not define a VAE rollout).
-  * Sizes and hyperparameter names follow state_space.py (NOTES.md):
+  * Sizes and hyperparameter names follow state_space.py (docs/envmodels.md):
     encoder e (encoder_channels), decoder and reward head from `networks`,
     the k-frame mixing conv_stack((1,3,3),(D,D,D)) of its initial state,
     prior/posterior stacks conv_stack((1,3,3),(hidden,hidden,.)) with a
@@ -98,7 +98,7 @@ class RARState(NamedTuple):
 
 
 class Transition(snt.Module):
-  """The transition block g of the state-space models (NOTES.md):
+  """The transition block g of the state-space models (docs/envmodels.md):
   res_conv -> relu -> pool-and-inject -> res_conv. The input's first D
   channels are the residual path; pool-and-inject has hidden_channels.
   [B, h, w, D + n] -> [B, h, w, D]."""

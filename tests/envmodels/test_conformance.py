@@ -3,7 +3,7 @@
 One list of kinds (`envmodels.kinds()`, so a newly registered kind is checked
 automatically) and the same tests over all of them (the Sonnet habit):
 tf.function tracing with batch-agnostic signatures, output shapes and dtypes
-(envmodels.base and DESIGN.md, "Environment models"), finite losses and
+(envmodels.base and docs/envmodels.md, "The contract"), finite losses and
 gradients, checkpoint round trip, export and load in a fresh process, frozen
 loading with gradients into relaxed actions, and shape errors. Every kind is
 built with its `tiny_hyperparameters()` on 16x16x3 frames.
