@@ -217,7 +217,6 @@ class Actor:
     # The side inputs of the current windows, computed for the last window
     # of an unroll and reused as the first of the next (same env states).
     self._side_cache: Optional[Dict[str, np.ndarray]] = None
-    self._policy_logits = tf.function(self._logits)
 
   @property
   def windows(self) -> np.ndarray:
@@ -231,16 +230,10 @@ class Actor:
     envs = getattr(self._envs, "envs", None)
     return None if envs is None else list(envs)
 
-  def _logits(self, windows: tf.Tensor,
-              side: Optional[Dict[str, tf.Tensor]]) -> tf.Tensor:
-    return self.network(windows, side).policy_logits  # [N, A]
-
   def policy_logits(self, windows: np.ndarray,
                     side_inputs: Optional[Dict[str, np.ndarray]] = None
                     ) -> np.ndarray:
-    side = ({k: tf.constant(v) for k, v in side_inputs.items()}
-            if side_inputs else None)
-    return self._policy_logits(tf.constant(windows), side).numpy()
+    return self.network.policy_logits(windows, side_inputs)  # [N, A]
 
   def _act(self) -> Tuple[np.ndarray, Optional[Dict[str, np.ndarray]]]:
     """The policy logits [N, A] of the current windows and their side

@@ -91,12 +91,18 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
     overrides it (the I2A over a learned model: rollouts, encoder and heads
     in one call)."""
     side = self.side_inputs(windows, envs) if self.side_input_spec() else {}
-    if getattr(self, "_act_logits", None) is None:
-      self._act_logits = tf.function(
+    return self.policy_logits(windows, side), side
+
+  def policy_logits(self, windows: np.ndarray,
+                    side_inputs: Optional[Mapping[str, np.ndarray]] = None
+                    ) -> np.ndarray:
+    """float32 [B, A]: the policy logits of `windows` given their side
+    inputs (numpy in and out), in one tf.function built on first use."""
+    if getattr(self, "_policy_logits_fn", None) is None:
+      self._policy_logits_fn = tf.function(
           lambda w, s: self(w, s or None).policy_logits)
-    logits = self._act_logits(
-        tf.constant(windows), {k: tf.constant(v) for k, v in side.items()})
-    return logits.numpy(), side
+    side = {k: tf.constant(v) for k, v in (side_inputs or {}).items()}
+    return self._policy_logits_fn(tf.constant(windows), side).numpy()
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:

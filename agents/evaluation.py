@@ -95,7 +95,7 @@ def load_agent(config: ml_collections.ConfigDict,
 
 def run_episode(network: ActorCriticNetwork, env, seed: int,
                 rng: np.random.Generator, greedy: bool,
-                policy_logits, record: bool = False,
+                record: bool = False,
                 imaginations: Optional[List[Tuple[int, Any]]] = None
                 ) -> Tuple[float, int, List[np.ndarray]]:
   """One episode under the agent's policy: (return, length, frames).
@@ -110,7 +110,6 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
   windows = FrameWindows(observation[None], network.window_offsets)
   frames = [observation] if record else []
   episode_return, length, done = 0.0, 0, False
-  side_spec = network.side_input_spec()
   while not done:
     if (imaginations is not None and length % IMAGINATION_EVERY == 0 and
         len(imaginations) < IMAGINATION_SNAPSHOTS):
@@ -119,10 +118,7 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
         imaginations = None  # this network imagines nothing
       else:
         imaginations.append((length, imagined))
-    if side_spec:
-      logits, _ = network.act(windows.frames, [env])
-    else:
-      logits = policy_logits(tf.constant(windows.frames), None).numpy()
+    logits, _ = network.act(windows.frames, [env])
     action = int(sample_actions(logits, rng, greedy)[0])
     observation, reward, terminated, truncated, _ = env.step(action)
     episode_return += float(reward)
@@ -166,10 +162,6 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
     raise ValueError(f"--episodes must be >= 1, given {episodes}.")
   network, counters = load_agent(config, protocol, checkpoint, envmodel)
 
-  @tf.function
-  def policy_logits(windows, side):
-    return network(windows, side).policy_logits  # [1, A]
-
   env = environments.make_env(protocol)
   rng = np.random.default_rng(seed)
   seeds = [EVAL_SEED + seed + i for i in range(episodes)]
@@ -178,7 +170,7 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   try:
     for i, episode_seed in enumerate(seeds):
       episode_return, length, frames = run_episode(
-          network, env, episode_seed, rng, greedy, policy_logits,
+          network, env, episode_seed, rng, greedy,
           record=(i == 0), imaginations=imaginations if i == 0 else None)
       returns.append(episode_return)
       lengths.append(length)

@@ -190,11 +190,16 @@ class Learner:
     valid = valid_unrolls(batch, self.network.num_actions)  # [B]
     dropped = tf.reduce_sum(1.0 - tf.cast(valid, tf.float32))
     any_valid = tf.reduce_any(valid)
-    # With none valid, the sanitised batch runs and its update is skipped.
-    keep = tf.logical_or(valid, tf.logical_not(any_valid))
-    batch = {name: tf.boolean_mask(value, keep)
-             for name, value in sanitized(
-                 batch, self.network.num_actions).items()}
+
+    def drop_malformed() -> Dict[str, tf.Tensor]:
+      # With none valid, the sanitised batch runs and its update is skipped.
+      keep = tf.logical_or(valid, tf.logical_not(any_valid))
+      return {name: tf.boolean_mask(value, keep)
+              for name, value in sanitized(
+                  batch, self.network.num_actions).items()}
+    # The usual case copies nothing.
+    batch = tf.cond(tf.reduce_all(valid), lambda: dict(batch),
+                    drop_malformed)
     observations = batch["observation"]  # [B, n + 1, k, H, W, C]
     shape = tf.shape(observations)
     batch_size, length = shape[0], shape[1]

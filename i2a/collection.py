@@ -24,6 +24,7 @@ checkpoint, the run, checkpoint, agent, learner step and env steps.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import os
@@ -33,7 +34,6 @@ import gymnasium as gym
 import ml_collections
 import numpy as np
 import reverb
-import tensorflow as tf
 from absl import logging
 
 from i2a import environments, runs
@@ -52,7 +52,7 @@ POLICY_FORMS = (
 PolicyFn = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
 
-class Policy:
+class Policy(abc.ABC):
   """Chooses the actions of N environments, step after step.
 
   `collect_split` calls `start` once after resetting the vector env, the
@@ -68,10 +68,10 @@ class Policy:
     vector env stepped (None when unknown)."""
     del observations, envs
 
+  @abc.abstractmethod
   def __call__(self, observations: np.ndarray,
                rng: np.random.Generator) -> np.ndarray:
     """observations uint8 [N, H, W, C] -> actions int [N]."""
-    raise NotImplementedError
 
   def observe(self, observations: np.ndarray,
               new_episode: np.ndarray) -> None:
@@ -142,16 +142,10 @@ class AgentPolicy(Policy):
     """`network`: an agents ActorCriticNetwork with its weights restored."""
     self.network = network
     self.record = dict(record)
-    self._side_spec = network.side_input_spec()
-    self._needs_envs = bool(self._side_spec) and bool(
+    self._needs_envs = bool(network.side_input_spec()) and bool(
         getattr(network, "needs_env_states", False))
     self._windows = None
     self._envs: Optional[Sequence[gym.Env]] = None
-    self._policy_logits = tf.function(self._logits)
-
-  def _logits(self, windows: tf.Tensor,
-              side: Optional[Dict[str, tf.Tensor]]) -> tf.Tensor:
-    return self.network(windows, side).policy_logits  # [N, A]
 
   def start(self, observations: np.ndarray,
             envs: Optional[gym.vector.VectorEnv]) -> None:
@@ -172,12 +166,8 @@ class AgentPolicy(Policy):
     if self._windows is None:
       raise RuntimeError("AgentPolicy.start(observations, envs) must come "
                          "before the first action.")
-    windows = self._windows.frames  # [N, k, H, W, C]
-    side = None
-    if self._side_spec:
-      side = {name: tf.constant(value) for name, value in
-              self.network.side_inputs(windows, self._envs).items()}
-    logits = self._policy_logits(tf.constant(windows), side).numpy()
+    logits, _ = self.network.act(self._windows.frames,  # [N, k, H, W, C]
+                                 self._envs)
     return sample_actions(logits, rng)
 
   def observe(self, observations: np.ndarray,

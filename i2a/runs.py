@@ -9,8 +9,9 @@ Fields added to a config later are missing from older workdirs' config.json
 and count as differences, so a run made before a change of meaning is never
 continued under the new meaning. Where the new field has a value that
 reproduces the old behaviour exactly (`legacy`, e.g. the agents'
-loss.reward_clipping='none'), passing that value resumes the old run, and
-config.json gains the field: the documented upgrade path (docs/agents.md).
+loss.reward_clipping='none'; every protocol field at its Protocol default),
+passing that value resumes the old run, and config.json gains the field:
+the documented upgrade path (docs/agents.md).
 """
 
 from __future__ import annotations
@@ -95,10 +96,13 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
     if not isinstance(previous, dict):
       raise ValueError(f"{path} holds {type(previous).__name__}, not a "
                        "config; restore it or use another --workdir.")
-    diff = config_differences(_with_protocol_defaults(previous),
-                              _jsonable(config_dict), ignore, legacy)
+    # A protocol field added since ran at its default: the same experiment.
+    legacy = {**{f"protocol.{key}": value for key, value in
+                 _jsonable(Protocol().to_json()).items()}, **(legacy or {})}
+    diff = config_differences(previous, _jsonable(config_dict), ignore,
+                              legacy)
     if diff:
-      raise ValueError(_difference_message(workdir, diff, legacy or {}))
+      raise ValueError(_difference_message(workdir, diff, legacy))
   io_utils.atomic_write_json(path, _jsonable(config_dict))
   if "precision" in config:  # what it means on this machine (use_precision)
     io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
@@ -132,21 +136,6 @@ def _difference_message(workdir: str, diff: Dict[str, Any],
   return (f"workdir {workdir} holds a run with a different config; resuming "
           "would mix two experiments:\n" + "\n".join(lines) + "\nUse "
           "another --workdir, or delete this one to start over.")
-
-
-def _with_protocol_defaults(data: Any) -> Any:
-  """`data` with every `protocol` dict completed by the Protocol defaults of
-  the fields it lacks: a config saved before a protocol field existed (e.g.
-  max_pool_frames) ran with that field's default, the same experiment."""
-  if not isinstance(data, dict):
-    return data
-  out = {k: _with_protocol_defaults(v) for k, v in data.items()}
-  protocol = out.get("protocol")
-  if isinstance(protocol, dict) and "env_id" in protocol:
-    defaults = _jsonable(Protocol().to_json())
-    out["protocol"] = {**{k: v for k, v in defaults.items()
-                          if k not in protocol}, **protocol}
-  return out
 
 
 def _jsonable(data: Any) -> Any:

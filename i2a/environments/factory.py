@@ -42,12 +42,7 @@ def _make_base(protocol: Protocol, render_mode: Optional[str]) -> gym.Env:
   register_all()
   kwargs = {}
   if protocol.is_minipacman:
-    if protocol.action_repeat != 1 or protocol.sticky_action_prob:
-      raise ValueError("MiniPacman takes action_repeat=1 and "
-                       "sticky_action_prob=0, given "
-                       f"{protocol.action_repeat} and "
-                       f"{protocol.sticky_action_prob}; use the "
-                       "'minipacman' protocol preset.")
+    protocol.check_minipacman_dynamics()
   else:
     kwargs = dict(
         # With max-pooling the MaxPoolFrames wrapper repeats the action.

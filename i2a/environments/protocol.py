@@ -85,6 +85,16 @@ class Protocol:
   def is_minipacman(self) -> bool:
     return self.env_id.startswith(MINIPACMAN_PREFIX)
 
+  def check_minipacman_dynamics(self) -> None:
+    """ValueError unless the MiniPacman step is the game's own (no action
+    repeat, no sticky actions)."""
+    if self.action_repeat != 1 or self.sticky_action_prob:
+      raise ValueError("MiniPacman takes action_repeat=1 and "
+                       "sticky_action_prob=0, given "
+                       f"{self.action_repeat} and "
+                       f"{self.sticky_action_prob}; use the "
+                       "'minipacman' protocol preset.")
+
   @property
   def observation_shape(self) -> Tuple[int, int, int]:
     height, width = self.observation_size

@@ -620,12 +620,7 @@ class VectorMiniPacman(gym.vector.VectorEnv):
       raise ValueError(f"VectorMiniPacman runs MiniPacman tasks "
                        f"({', '.join(minipacman.TASKS)}); {protocol.env_id} "
                        "is not one.")
-    if protocol.action_repeat != 1 or protocol.sticky_action_prob:
-      raise ValueError("MiniPacman takes action_repeat=1 and "
-                       "sticky_action_prob=0, given "
-                       f"{protocol.action_repeat} and "
-                       f"{protocol.sticky_action_prob}; use the "
-                       "'minipacman' protocol preset.")
+    protocol.check_minipacman_dynamics()
     task = protocol.env_id[len("MiniPacman-"):].rsplit("-v", 1)[0]
     if task not in minipacman.TASKS or protocol.env_id != (
         f"MiniPacman-{task}-v0"):

@@ -289,12 +289,11 @@ def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
   training.run(config, workdir)
   _, protocol, checkpoint = evaluation.load_run(workdir)
   network, _ = evaluation.load_agent(config, protocol, checkpoint, "")
-  logits = tf.function(lambda w, s: network(w, s).policy_logits)
   env = environments.make_env(protocol)
   episodes = []
   for imaginations in (None, []):
     episodes.append(evaluation.run_episode(
-        network, env, 7, np.random.default_rng(0), False, logits,
+        network, env, 7, np.random.default_rng(0), False,
         record=True, imaginations=imaginations))
   env.close()
   (plain_return, plain_length, plain_frames), (ret, length, frames) = episodes
