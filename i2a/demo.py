@@ -1,4 +1,4 @@
-"""python -m i2a.demo (make demo): the whole pipeline, one command.
+r"""python -m i2a.demo (make demo): the whole pipeline, one command.
 
 Stages, each in its own subdirectory of --workdir, each resumable (a rerun
 skips finished stages and resumes an interrupted one through the stage's
@@ -22,9 +22,7 @@ import shutil
 import time
 from typing import Dict, List, Tuple
 
-from absl import app, flags
-from ml_collections import config_flags
-
+from absl import flags
 import numpy as np
 
 from agents import evaluation as agent_evaluation
@@ -34,16 +32,17 @@ from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import common as envmodel_config
 from envmodels import versions
-from i2a import (collection, io_utils, model_evaluation, pictures,
+from i2a import (cli, collection, io_utils, model_evaluation, pictures,
                  pretraining, runs)
 from i2a.metrics import read_column
 
 STAGES = 6
 TIMING = "demo_time.json"  # the seconds of every invocation, added up
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.DEFINE_config_file(
     "config", "configs/demo.py:small", "Demo config file[:preset].")
 _WORKDIR = flags.DEFINE_string("workdir", "demo_workdir", "Demo directory.")
+flags.adopt_module_key_flags(cli)
 
 
 def _banner(text: str) -> None:
@@ -215,8 +214,14 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
 
 def main(argv):
   del argv
+  cli.start(_CONFIG, [_WORKDIR])
   run(_CONFIG.value, _WORKDIR.value)
 
 
+def entry() -> None:
+  """The console script i2a-demo."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

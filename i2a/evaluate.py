@@ -1,4 +1,4 @@
-"""python -m i2a.evaluate: scores and a video of a trained agent.
+r"""python -m i2a.evaluate: scores and a video of a trained agent.
 
   python -m i2a.evaluate --workdir=TRAIN_WORKDIR --episodes=20 [--greedy]
 
@@ -11,14 +11,17 @@ for an I2A eval/imagination_stepNNNN.png (its imagined rollouts).
 """
 
 import json
+import os
 
-from absl import app, flags
+from absl import flags
 
 from agents import evaluation
+from i2a import cli, io_utils, runs
 
-_WORKDIR = flags.DEFINE_string("workdir", None,
-                               "The workdir of a `python -m i2a.train` run.",
-                               required=True)
+_WORKDIR = flags.DEFINE_string(
+    "workdir", None, "The workdir of a `python -m i2a.train` run "
+    "(required); its config.json is the config (no --config).")
+cli.require_unless_print_config(_WORKDIR)
 _EPISODES = flags.DEFINE_integer(
     "episodes", None, "Episodes to run (default: the run's "
     "config.eval_episodes).")
@@ -30,10 +33,23 @@ _ENVMODEL = flags.DEFINE_string(
     "(default: the run's config.envmodel).")
 _VIDEO_FRAMES = flags.DEFINE_integer("video_frames", 400,
                                      "At most this many frames in the GIF.")
+flags.adopt_module_key_flags(cli)
+
+
+def _run_config() -> dict:
+  """The evaluated run's config.json (for --print_config), if readable."""
+  path = os.path.join(_WORKDIR.value or "", runs.CONFIG)
+  try:
+    return dict(config_file=path, config=io_utils.read_json(path))
+  except (OSError, ValueError) as e:
+    return dict(config_file=path, config=None, config_error=str(e))
 
 
 def main(argv):
   del argv
+  holders = [_WORKDIR, _EPISODES, _GREEDY, _SEED, _ENVMODEL, _VIDEO_FRAMES]
+  cli.start(holders=holders,
+            extra=_run_config() if cli.PRINT_CONFIG.value else None)
   scores = evaluation.evaluate(_WORKDIR.value, _EPISODES.value, _GREEDY.value,
                                _SEED.value, _ENVMODEL.value,
                                _VIDEO_FRAMES.value)
@@ -43,5 +59,10 @@ def main(argv):
   print(f"wrote {scores['video']} and the scores next to it", flush=True)
 
 
+def entry() -> None:
+  """The console script i2a-evaluate."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

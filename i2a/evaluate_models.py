@@ -1,4 +1,4 @@
-"""python -m i2a.evaluate_models: the paper's Table 1 for exported envmodels.
+r"""python -m i2a.evaluate_models: the paper's Table 1 for exported envmodels.
 
   python -m i2a.evaluate_models --models=RUN_A/export,RUN_B/export \
       --data=COLLECT_WORKDIR/dataset [--output=DIR] [--T=10]
@@ -10,16 +10,18 @@ computed in --precision (envmodels/precision.py; 'auto': bf16 where the CPU
 has it). Likelihoods are computed in the same precision.
 """
 
-from absl import app, flags
+from absl import flags
 
 from envmodels import precision
-from i2a import model_evaluation
+from i2a import cli, model_evaluation
 
-_MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs.",
-                            required=True)
+_MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs "
+                            "(required).")
+cli.require_unless_print_config(_MODELS)
 _DATA = flags.DEFINE_string("data", None, "Dataset dir (with train/ and "
-                            "test/ splits) from python -m i2a.collect.",
-                            required=True)
+                            "test/ splits) from python -m i2a.collect "
+                            "(required).")
+cli.require_unless_print_config(_DATA)
 _OUTPUT = flags.DEFINE_string("output", "model_table", "Output directory.")
 _T = flags.DEFINE_integer("T", 10, "Predicted steps after the context.")
 _NUM_WINDOWS = flags.DEFINE_integer("num_windows", 256,
@@ -31,10 +33,13 @@ _ROLLOUT_BATCH = flags.DEFINE_integer("rollout_batch", 32,
                                       "Rollouts timed in parallel.")
 _PRECISION = flags.DEFINE_enum("precision", "auto", precision.PRECISIONS,
                                "Compute precision of the evaluation.")
+flags.adopt_module_key_flags(cli)
 
 
 def main(argv):
   del argv
+  cli.start(holders=[_MODELS, _DATA, _OUTPUT, _T, _NUM_WINDOWS, _BATCH_SIZE,
+                     _HORIZON, _ROLLOUT_BATCH, _PRECISION])
   resolved = precision.set_precision(_PRECISION.value)
   print(f"computing in {resolved} (--precision={_PRECISION.value})",
         flush=True)
@@ -48,5 +53,10 @@ def main(argv):
   print(f"written {report['markdown']} and {report['json']}", flush=True)
 
 
+def entry() -> None:
+  """The console script i2a-evaluate-models."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

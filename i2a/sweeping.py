@@ -230,22 +230,12 @@ def split_spec(spec: str) -> Tuple[str, str]:
   return spec, ""
 
 
-def _find(path: str) -> str:
-  """`path` as given, else relative to the repository (configs/...)."""
-  path = os.path.expanduser(path)
-  if os.path.isabs(path) or os.path.exists(path):
-    return os.path.abspath(path)
-  in_repo = os.path.join(_REPO_ROOT, path)
-  return in_repo if os.path.exists(in_repo) else os.path.abspath(path)
-
-
 def load_config_file(spec: str) -> ml_collections.ConfigDict:
-  """`get_config(preset)` of the config file 'PATH[:preset]' (as the
-  binaries' --config flags load it)."""
+  """`get_config(preset)` of the config file 'PATH[:preset]' (found as the
+  binaries' --config flags find it: i2a.cli.find_config_file)."""
+  from i2a import cli  # pylint: disable=import-outside-toplevel
   path, preset = split_spec(spec)
-  path = _find(path)
-  if not os.path.isfile(path):
-    raise ValueError(f"config file {spec!r}: {path} does not exist.")
+  path = os.path.abspath(cli.find_config_file(path))
   module = _MODULES.get(path)
   if module is None:
     name = "_sweep_config_" + hashlib.sha256(path.encode()).hexdigest()[:12]
@@ -1201,9 +1191,10 @@ def child_main(job_file: str) -> None:
   """Runs one job in this process (`python -m i2a.sweeping JOB_FILE`),
   writes its result next to the job file and ends the process (status 1
   when the run failed)."""
-  from i2a import launching  # pylint: disable=import-outside-toplevel
+  from i2a import cli, launching  # pylint: disable=import-outside-toplevel
   job = io_utils.read_json(job_file)
   launching.die_with_launcher()
+  cli.setup_devices()  # memory growth, as every binary's process
   stop = threading.Event()
   _install_stop_handler(stop, interrupt=job["stage"] not in ("train",
                                                               "pretrain"))
