@@ -7,7 +7,9 @@ Loads the newest checkpoint, the config and the protocol of a
 with, or --envmodel if it moved), runs the episodes under the recorded
 protocol and writes WORKDIR/eval/scores.json (returns, lengths, mean, std,
 the checkpoint step), eval/episode_000.gif and eval/episode_000.png, and
-for an I2A eval/imagination_stepNNNN.png (its imagined rollouts).
+for an I2A eval/imagination_stepNNNN.png (its imagined rollouts), and adds
+this invocation to eval/run_info.json (i2a/runs.py). There is no --config:
+the run's config.json is the config (--print_config shows it).
 """
 
 import json
@@ -55,6 +57,7 @@ def main(argv):
                                _VIDEO_FRAMES.value)
   summary = {k: scores[k] for k in ("mean", "std", "episodes",
                                     "checkpoint_step", "greedy")}
+  runs.record_run_info(os.path.dirname(scores["video"]))  # WORKDIR/eval
   print(json.dumps(summary), flush=True)
   print(f"wrote {scores['video']} and the scores next to it", flush=True)
 

@@ -7,13 +7,17 @@ Writes DIR/model_table.md and DIR/model_table.json (default DIR:
 ./model_table): held-out nats per frame, improvement over the VAE baseline,
 rollout time relative to AR (measured in this run), imagined transitions/s,
 computed in --precision (envmodels/precision.py; 'auto': bf16 where the CPU
-has it). Likelihoods are computed in the same precision.
+has it). Likelihoods are computed in the same precision. DIR/run_info.json
+records the invocations (i2a/runs.py). There is no --config or --workdir:
+the flags above are the whole configuration (--print_config shows them).
 """
+
+import os
 
 from absl import flags
 
 from envmodels import precision
-from i2a import cli, model_evaluation
+from i2a import cli, model_evaluation, runs
 
 _MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs "
                             "(required).")
@@ -49,6 +53,7 @@ def main(argv):
       rollout_batch=_ROLLOUT_BATCH.value)
   report = model_evaluation.write_report(rows, _OUTPUT.value, _HORIZON.value,
                                          _ROLLOUT_BATCH.value, _DATA.value)
+  runs.record_run_info(os.path.dirname(report["markdown"]))
   print(report["table"])
   print(f"written {report['markdown']} and {report['json']}", flush=True)
 
