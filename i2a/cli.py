@@ -83,22 +83,41 @@ def resolve_spec(spec: str) -> str:
   return find_config_file(path) + (f":{preset}" if preset else "")
 
 
+_MODULES: Dict[str, Any] = {}  # resolved path -> loaded config module
+
+
 def load_module(path: str) -> Any:
-  """The config file at `path` (resolved) as a fresh module."""
-  resolved = find_config_file(path)
-  name = "_i2a_config_" + re.sub(r"\W", "_", resolved)
-  spec = importlib.util.spec_from_file_location(name, resolved)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  """The config file at `path` (found by `find_config_file`) as a module,
+  loaded once per process."""
+  resolved = os.path.abspath(find_config_file(path))
+  module = _MODULES.get(resolved)
+  if module is None:
+    name = "_i2a_config_" + re.sub(r"\W", "_", resolved)
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _MODULES[resolved] = module
   return module
+
+
+def load_config_file(spec: str) -> Any:
+  """`get_config(preset)` of the config file 'PATH[:preset]', found and
+  split as the --config flags do (for configs named inside other configs,
+  e.g. a sweep grid's runs). ValueError for a missing file or one without
+  get_config."""
+  path, preset = split_spec(spec)
+  module = load_module(path)
+  if not hasattr(module, "get_config"):
+    raise ValueError(f"config file {path} defines no get_config(preset).")
+  return module.get_config(preset) if preset else module.get_config()
 
 
 def describe_config_file(spec: str, flag_name: str = "config") -> str:
   """The presets and top-level keys of a config file, for --help."""
-  path, preset = split_spec(spec)
+  path, _ = split_spec(spec)
   try:
     module = load_module(path)
-    config = module.get_config(preset) if preset else module.get_config()
+    config = load_config_file(spec)
   except Exception as e:  # pylint: disable=broad-except
     return f" ({path} could not be read: {e})"
   text = ""

@@ -56,7 +56,6 @@ import datetime
 import fcntl
 import fnmatch
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -219,33 +218,13 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
 # -- Config files and grids ----------------------------------------------------
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_MODULES: Dict[str, Any] = {}
-
-
-def split_spec(spec: str) -> Tuple[str, str]:
-  """'configs/x.py:preset' -> ('configs/x.py', 'preset')."""
-  path, sep, preset = spec.rpartition(":")
-  if sep and path.endswith(".py") and "/" not in preset:
-    return path, preset
-  return spec, ""
 
 
 def load_config_file(spec: str) -> ml_collections.ConfigDict:
-  """`get_config(preset)` of the config file 'PATH[:preset]' (found as the
-  binaries' --config flags find it: i2a.cli.find_config_file)."""
+  """`get_config(preset)` of the config file 'PATH[:preset]', found as the
+  binaries' --config flags find it (i2a.cli.load_config_file)."""
   from i2a import cli  # pylint: disable=import-outside-toplevel
-  path, preset = split_spec(spec)
-  path = os.path.abspath(cli.find_config_file(path))
-  module = _MODULES.get(path)
-  if module is None:
-    name = "_sweep_config_" + hashlib.sha256(path.encode()).hexdigest()[:12]
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    _MODULES[path] = module
-  if not hasattr(module, "get_config"):
-    raise ValueError(f"config file {path} defines no get_config(preset).")
-  return module.get_config(preset) if preset else module.get_config()
+  return cli.load_config_file(spec)
 
 
 def load_grid(spec: str) -> ml_collections.ConfigDict:
