@@ -26,6 +26,9 @@ across restarts) and are echoed here with a [NAME] prefix;
 WORKDIR/logs/processes.json (written atomically) says who runs as which
 pid and how often each was restarted.
 
+The actors and the server see no GPU (CUDA_VISIBLE_DEVICES="" in their
+environment) unless `actors_on_gpu`: the learner alone uses the GPUs.
+
 The launcher itself runs no TensorFlow: it only starts and watches
 processes.
 """
