@@ -10,7 +10,6 @@ registered in agents.builder as 'i2a' when this package is imported
 from agents import builder
 from agents.imagination.imagination import (CopyModel, Imagination,
                                             ImaginationCore, RolloutEncoder,
-                                            state_features,
                                             untrained_envmodel)
 from agents.imagination.networks import (MODELS, I2ANetwork,
                                          check_model_fits, make_envmodel,
@@ -23,7 +22,7 @@ builder.register_network("i2a", make_network)
 
 __all__ = [
     "CopyModel", "Imagination", "ImaginationCore", "RolloutEncoder",
-    "state_features", "untrained_envmodel", "MODELS", "I2ANetwork",
+    "untrained_envmodel", "MODELS", "I2ANetwork",
     "check_model_fits", "make_envmodel", "make_network", "STRATEGIES",
     "RolloutPolicy", "RolloutPolicyNetwork", "make_rollout_policy",
 ]
