@@ -2,11 +2,11 @@
 
 Environments with a recorded protocol (i2a.environments), the Reverb
 experience layer (i2a.replay) and the absl binaries (python -m i2a.collect,
-i2a.pretrain, i2a.evaluate_models, ...). Importing it checks the pinned
-TensorFlow stack first (envmodels.versions).
+i2a.pretrain, i2a.evaluate_models, ...). Importing it checks the whole
+pinned stack first (i2a/versions.py: TF, TFP, Sonnet, Reverb, gymnasium).
 """
 
-from envmodels.versions import check_versions
+from i2a.versions import check_versions
 
 check_versions()
 
