@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from envmodels import versions as envmodels_versions
-from envmodels.versions import installed_version  # noqa: F401 (re-exported)
 
 PINNED: Dict[str, str] = dict(envmodels_versions.PINNED, **{
     "dm-reverb": "0.14.0"})
@@ -26,7 +25,7 @@ def recorded_versions() -> Dict[str, Optional[str]]:
   """{package: installed version or None} for every package of the stack
   (what run manifests and the demo report record)."""
   names = list(PINNED) + list(MAJOR) + list(RECORDED)
-  return {name: installed_version(name) for name in names}
+  return {name: envmodels_versions.installed_version(name) for name in names}
 
 
 def check_versions() -> None:
@@ -35,7 +34,7 @@ def check_versions() -> None:
       PINNED, "The I2A framework",
       "Reverb 0.14 is compiled against TF 2.15")
   for name, major in MAJOR.items():
-    found = installed_version(name)
+    found = envmodels_versions.installed_version(name)
     if found is None or found.split(".")[0] != str(major):
       envmodels_versions.check(
           {name: f"{major}.x"}, "The I2A framework",
