@@ -16,7 +16,8 @@ from agents.imagination.networks import (MODELS, I2ANetwork,
                                          make_network)
 from agents.imagination.rollout_policies import (STRATEGIES, RolloutPolicy,
                                                  RolloutPolicyNetwork,
-                                                 make_rollout_policy)
+                                                 make_rollout_policy,
+                                                 register_strategy)
 
 builder.register_network("i2a", make_network)
 
@@ -25,4 +26,5 @@ __all__ = [
     "untrained_envmodel", "MODELS", "I2ANetwork",
     "check_model_fits", "make_envmodel", "make_network", "STRATEGIES",
     "RolloutPolicy", "RolloutPolicyNetwork", "make_rollout_policy",
+    "register_strategy",
 ]
