@@ -31,7 +31,7 @@ from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import common as envmodel_config
-from envmodels import versions
+from i2a import versions
 from i2a import (cli, collection, io_utils, model_evaluation, pictures,
                  pretraining, runs)
 from i2a.metrics import read_column
@@ -205,8 +205,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                 "frames that followed.", "",
                 f"![{name} imagination]({os.path.relpath(target, workdir)})"]
   lines += ["", "## Versions", "", "| package | version |", "|---|---|"]
-  for name in list(versions.PINNED) + ["gymnasium", "ale-py", "numpy"]:
-    lines.append(f"| {name} | {versions.installed_version(name)} |")
+  for name, version in versions.recorded_versions().items():
+    lines.append(f"| {name} | {version} |")
   path = os.path.join(workdir, "report.md")
   io_utils.atomic_write_text(path, "\n".join(lines) + "\n")
   return path
