@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -112,7 +112,7 @@ def run(config, workdir: str) -> str:
   _banner(f"6/{STAGES} report")
   seconds, invocations = _add_time(workdir, time.monotonic() - started)
   report = write_report(workdir, config, collect_dir, exports, table["table"],
-                        agent_runs, scores, seconds, invocations)
+                        agent_runs, scores, seconds, invocations, rows)
   print(f"\nreport: {report}", flush=True)
   return report
 
@@ -127,6 +127,24 @@ def _add_time(workdir: str, seconds: float) -> Tuple[float, int]:
                invocations=total["invocations"] + 1)
   io_utils.atomic_write_json(path, total)
   return total["seconds"], total["invocations"]
+
+
+def _open_loop_sentence(row) -> str:
+  """The held-out open-loop error T model steps ahead next to the
+  copy-last-frame baseline's, as a sentence for the report."""
+  if row is None or not row.open_loop_mse:
+    return ""
+  steps = len(row.open_loop_mse)
+  model, copy = row.open_loop_mse[-1], row.copy_last_frame_mse[-1]
+  verdict = ("beats the copy-last-frame baseline" if model < copy else
+             "does not beat the copy-last-frame baseline")
+  return (f"Held-out open-loop MSE {steps} model steps ahead "
+          f"({steps * row.jump} agent steps): {model:.5f}, "
+          f"copy-last-frame {copy:.5f}: the model {verdict} "
+          f"({model / copy:.2f}x its error). Per step: model "
+          + ", ".join(f"{v:.4f}" for v in row.open_loop_mse) + "; copy "
+          + ", ".join(f"{v:.4f}" for v in row.copy_last_frame_mse)
+          + ".\n\n")
 
 
 def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
@@ -147,11 +165,13 @@ def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
 def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                  table: str, agent_runs: Dict[str, str],
                  scores: Dict[str, dict], seconds: float,
-                 invocations: int = 1) -> str:
+                 invocations: int = 1,
+                 rows: Sequence[model_evaluation.ModelRow] = ()) -> str:
   protocol = io_utils.read_json(os.path.join(collect_dir, runs.PROTOCOL))
   images = os.path.join(workdir, "report_images")
   os.makedirs(images, exist_ok=True)
   strips = []
+  errors = {os.path.abspath(r.export): r for r in rows}
   for export in exports:
     run_dir = os.path.dirname(export)
     kind = os.path.basename(run_dir)
@@ -160,7 +180,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
     if candidates:
       target = os.path.join(images, f"open_loop_{kind}.png")
       shutil.copyfile(os.path.join(run_dir, "images", candidates[-1]), target)
-      strips.append((kind, os.path.relpath(target, workdir)))
+      strips.append((kind, os.path.relpath(target, workdir),
+                     _open_loop_sentence(errors.get(os.path.abspath(export)))))
   curves = os.path.relpath(_learning_curves(workdir, agent_runs), workdir)
   manifest = io_utils.read_json(os.path.join(collect_dir, "dataset", "train",
                                              "manifest.json"))
@@ -179,7 +200,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       f"{config.pretrain_batch_size}.", "", table, "",
       "## Open-loop predictions (rows: truth, prediction, error; the first "
       "columns are the context frames)", ""]
-  lines += [f"### {kind}\n\n![{kind}]({path})\n" for kind, path in strips]
+  lines += [f"### {kind}\n\n{sentence}![{kind}]({path})\n"
+            for kind, path, sentence in strips]
   lines += [
       "## Agents", "",
       "The model-free A2C baseline and an I2A (distillation rollout policy, "
