@@ -71,12 +71,19 @@ def run(config, workdir: str) -> str:
     cfg = envmodel_config.make_config(kind, config.envmodel_preset,
                                       f"configs/envmodels/{kind}.py")
     cfg.data = data
-    cfg.train_steps = config.pretrain_steps
+    if kind not in config.pretrain_steps:
+      raise ValueError(
+          f"config.envmodels names {kind!r} but config.pretrain_steps has no "
+          f"budget for it (it has {', '.join(config.pretrain_steps)}): add "
+          f"--config.pretrain_steps.{kind}=STEPS or drop the model.")
+    steps = config.pretrain_steps[kind]
+    cfg.train_steps = steps
     cfg.batch_size = config.pretrain_batch_size
+    cfg.learning_rate = config.pretrain_learning_rate
     cfg.eval_windows = config.eval_windows
-    cfg.eval_every = cfg.image_every = max(1, config.pretrain_steps // 2)
-    cfg.checkpoint_every = max(1, config.pretrain_steps // 4)
-    cfg.log_every = max(1, min(cfg.log_every, config.pretrain_steps // 4))
+    cfg.eval_every = cfg.image_every = max(1, steps // 2)
+    cfg.checkpoint_every = max(1, steps // 4)
+    cfg.log_every = max(1, min(cfg.log_every, steps // 4))
     run_dir = os.path.join(workdir, "pretrain", kind)
     held_out[kind] = pretraining.run(cfg, run_dir)
     exports.append(os.path.join(run_dir, pretraining.EXPORT))
@@ -196,8 +203,11 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       f"episodes, random policy, protocol:", "",
       "```json", json.dumps(protocol, indent=2, sort_keys=True), "```", "",
       "## Environment models (Buesing et al. 2018, Table 1 form)", "",
-      f"Each trained for {config.pretrain_steps} steps of batch "
-      f"{config.pretrain_batch_size}.", "", table, "",
+      "Trained for "
+      + ", ".join(f"{kind} {steps:,} steps" for kind, steps
+                  in config.pretrain_steps.items() if kind in config.envmodels)
+      + f" of batch {config.pretrain_batch_size} (learning rate "
+      f"{config.pretrain_learning_rate:g}).", "", table, "",
       "## Open-loop predictions (rows: truth, prediction, error; the first "
       "columns are the context frames)", ""]
   lines += [f"### {kind}\n\n{sentence}![{kind}]({path})\n"
