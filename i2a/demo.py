@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from absl import flags
 import numpy as np
@@ -70,12 +70,19 @@ def run(config, workdir: str) -> str:
     cfg = envmodel_config.make_config(kind, config.envmodel_preset,
                                       f"configs/envmodels/{kind}.py")
     cfg.data = data
-    cfg.train_steps = config.pretrain_steps
+    if kind not in config.pretrain_steps:
+      raise ValueError(
+          f"config.envmodels names {kind!r} but config.pretrain_steps has no "
+          f"budget for it (it has {', '.join(config.pretrain_steps)}): add "
+          f"--config.pretrain_steps.{kind}=STEPS or drop the model.")
+    steps = config.pretrain_steps[kind]
+    cfg.train_steps = steps
     cfg.batch_size = config.pretrain_batch_size
+    cfg.learning_rate = config.pretrain_learning_rate
     cfg.eval_windows = config.eval_windows
-    cfg.eval_every = cfg.image_every = max(1, config.pretrain_steps // 2)
-    cfg.checkpoint_every = max(1, config.pretrain_steps // 4)
-    cfg.log_every = max(1, min(cfg.log_every, config.pretrain_steps // 4))
+    cfg.eval_every = cfg.image_every = max(1, steps // 2)
+    cfg.checkpoint_every = max(1, steps // 4)
+    cfg.log_every = max(1, min(cfg.log_every, steps // 4))
     run_dir = os.path.join(workdir, "pretrain", kind)
     held_out[kind] = pretraining.run(cfg, run_dir)
     exports.append(os.path.join(run_dir, pretraining.EXPORT))
@@ -111,7 +118,7 @@ def run(config, workdir: str) -> str:
   _banner(f"6/{STAGES} report")
   seconds, invocations = _add_time(workdir, time.monotonic() - started)
   report = write_report(workdir, config, collect_dir, exports, table["table"],
-                        agent_runs, scores, seconds, invocations)
+                        agent_runs, scores, seconds, invocations, rows)
   print(f"\nreport: {report}", flush=True)
   return report
 
@@ -126,6 +133,24 @@ def _add_time(workdir: str, seconds: float) -> Tuple[float, int]:
                invocations=total["invocations"] + 1)
   io_utils.atomic_write_json(path, total)
   return total["seconds"], total["invocations"]
+
+
+def _open_loop_sentence(row) -> str:
+  """The held-out open-loop error T model steps ahead next to the
+  copy-last-frame baseline's, as a sentence for the report."""
+  if row is None or not row.open_loop_mse:
+    return ""
+  steps = len(row.open_loop_mse)
+  model, copy = row.open_loop_mse[-1], row.copy_last_frame_mse[-1]
+  verdict = ("beats the copy-last-frame baseline" if model < copy else
+             "does not beat the copy-last-frame baseline")
+  return (f"Held-out open-loop MSE {steps} model steps ahead "
+          f"({steps * row.jump} agent steps): {model:.5f}, "
+          f"copy-last-frame {copy:.5f}: the model {verdict} "
+          f"({model / copy:.2f}x its error). Per step: model "
+          + ", ".join(f"{v:.4f}" for v in row.open_loop_mse) + "; copy "
+          + ", ".join(f"{v:.4f}" for v in row.copy_last_frame_mse)
+          + ".\n\n")
 
 
 def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
@@ -146,11 +171,13 @@ def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
 def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                  table: str, agent_runs: Dict[str, str],
                  scores: Dict[str, dict], seconds: float,
-                 invocations: int = 1) -> str:
+                 invocations: int = 1,
+                 rows: Sequence[model_evaluation.ModelRow] = ()) -> str:
   protocol = io_utils.read_json(os.path.join(collect_dir, runs.PROTOCOL))
   images = os.path.join(workdir, "report_images")
   os.makedirs(images, exist_ok=True)
   strips = []
+  errors = {os.path.abspath(r.export): r for r in rows}
   for export in exports:
     run_dir = os.path.dirname(export)
     kind = os.path.basename(run_dir)
@@ -159,7 +186,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
     if candidates:
       target = os.path.join(images, f"open_loop_{kind}.png")
       shutil.copyfile(os.path.join(run_dir, "images", candidates[-1]), target)
-      strips.append((kind, os.path.relpath(target, workdir)))
+      strips.append((kind, os.path.relpath(target, workdir),
+                     _open_loop_sentence(errors.get(os.path.abspath(export)))))
   curves = os.path.relpath(_learning_curves(workdir, agent_runs), workdir)
   manifest = io_utils.read_json(os.path.join(collect_dir, "dataset", "train",
                                              "manifest.json"))
@@ -174,11 +202,15 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       f"episodes, random policy, protocol:", "",
       "```json", json.dumps(protocol, indent=2, sort_keys=True), "```", "",
       "## Environment models (Buesing et al. 2018, Table 1 form)", "",
-      f"Each trained for {config.pretrain_steps} steps of batch "
-      f"{config.pretrain_batch_size}.", "", table, "",
+      "Trained for "
+      + ", ".join(f"{kind} {steps:,} steps" for kind, steps
+                  in config.pretrain_steps.items() if kind in config.envmodels)
+      + f" of batch {config.pretrain_batch_size} (learning rate "
+      f"{config.pretrain_learning_rate:g}).", "", table, "",
       "## Open-loop predictions (rows: truth, prediction, error; the first "
       "columns are the context frames)", ""]
-  lines += [f"### {kind}\n\n![{kind}]({path})\n" for kind, path in strips]
+  lines += [f"### {kind}\n\n{sentence}![{kind}]({path})\n"
+            for kind, path, sentence in strips]
   lines += [
       "## Agents", "",
       "The model-free A2C baseline and an I2A (distillation rollout policy, "
