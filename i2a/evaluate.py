@@ -1,13 +1,18 @@
 """python -m i2a.evaluate: scores and a video of a trained agent.
 
   python -m i2a.evaluate --workdir=TRAIN_WORKDIR --episodes=20 [--greedy]
+      [--checkpoint=STEP]
 
-Loads the newest checkpoint, the config and the protocol of a
-`python -m i2a.train` workdir (and the envmodel export the agent was trained
-with, or --envmodel if it moved), runs the episodes under the recorded
-protocol and writes WORKDIR/eval/scores.json (returns, lengths, mean, std,
-the checkpoint step), eval/episode_000.gif and eval/episode_000.png, and
-for an I2A eval/imagination_stepNNNN.png (its imagined rollouts).
+Loads the newest checkpoint (or that of learner step --checkpoint), the
+config and the protocol of a `python -m i2a.train` workdir (and the
+envmodel export the agent was trained with, or --envmodel if it moved),
+runs the episodes under the recorded protocol and writes, per checkpoint,
+WORKDIR/eval/step_<STEP>/scores.json (returns, lengths, mean, std, the
+checkpoint's learner and environment steps), episode_000.gif and
+episode_000.png, and for an I2A imagination_stepNNNN.png (its imagined
+rollouts); eval/index.json lists the evaluated checkpoints and
+eval/scores.json is the newest one's scores. TensorBoard: WORKDIR/tb/evaluate
+(docs/agents.md, "TensorBoard").
 """
 
 import json
@@ -30,15 +35,19 @@ _ENVMODEL = flags.DEFINE_string(
     "(default: the run's config.envmodel).")
 _VIDEO_FRAMES = flags.DEFINE_integer("video_frames", 400,
                                      "At most this many frames in the GIF.")
+_CHECKPOINT = flags.DEFINE_integer(
+    "checkpoint", None, "The learner step of the checkpoint to evaluate "
+    "(default: the newest); earlier checkpoints' results are kept.")
 
 
 def main(argv):
   del argv
   scores = evaluation.evaluate(_WORKDIR.value, _EPISODES.value, _GREEDY.value,
                                _SEED.value, _ENVMODEL.value,
-                               _VIDEO_FRAMES.value)
+                               _VIDEO_FRAMES.value, _CHECKPOINT.value)
   summary = {k: scores[k] for k in ("mean", "std", "episodes",
-                                    "checkpoint_step", "greedy")}
+                                    "checkpoint_step", "env_steps", "frames",
+                                    "greedy")}
   print(json.dumps(summary), flush=True)
   print(f"wrote {scores['video']} and the scores next to it", flush=True)
 

@@ -9,14 +9,16 @@ games stepped as arrays in one call, the same results as the SyncVectorEnv
 of single envs, which `vectorized=False` gives).
 """
 
-from i2a.environments.factory import (make_env, make_vector_env, num_actions,
+from i2a.environments.factory import (action_names, make_env,
+                                      make_vector_env, num_actions,
                                       register_all, seeds_for)
 from i2a.environments.protocol import PRESETS, Protocol, preset
 from i2a.environments.wrappers import (JumpyWrapper, decode_jumpy_action,
                                        encode_jumpy_action)
 
 __all__ = [
-    "make_env", "make_vector_env", "num_actions", "register_all", "seeds_for",
+    "action_names", "make_env", "make_vector_env", "num_actions",
+    "register_all", "seeds_for",
     "PRESETS", "Protocol", "preset", "JumpyWrapper", "decode_jumpy_action",
     "encode_jumpy_action",
 ]
