@@ -413,8 +413,9 @@ def _draw_imagination(out_dir: str, step: int, imagined: Dict[str, Any],
                       frames: List[np.ndarray], network: Any,
                       config: ml_collections.ConfigDict,
                       action_names: Tuple[str, ...]) -> str:
-  """eval/step_<N>/imagination_stepNNNN.png: what the I2A imagined at `step` of the
-  first episode (`frames`: all its frames) beside the real frames."""
+  """eval/step_<N>/imagination_stepNNNN.png: what the I2A imagined at
+  `step` of the first episode (`frames`: all its frames) beside the real
+  frames."""
   jump, depth = network.model.spec.jump, network.depth
   path = os.path.join(out_dir, f"imagination_step{step:04d}.png")
   pictures.imagination_figure(

@@ -11,9 +11,12 @@ alternation makes a run deterministic for a seed.
 The run lives in a workdir: config.json / protocol.json (a different
 config is refused on resume), checkpoints/ (network, optimizer, learner
 step, env-step counter, and the actor's state: environments, frame windows,
-RNG; the last N kept), TensorBoard events and metrics.csv, and
-images/learning_curve.png (episode return vs environment steps) and, for
-an I2A, images/imagination.png (what it imagines now). Running
+RNG; the last N kept), TensorBoard events (agent summaries at environment
+steps: docs/agents.md, "TensorBoard") and metrics.csv, eval.csv (evaluation
+during training every config.eval_every env steps: agents/evaluation.py
+`TrainingEvaluation`), and images/learning_curve.png (episode return vs
+environment steps) and, for an I2A, images/imagination.png (what it
+imagines now). Running
 again in the same workdir resumes from the newest complete checkpoint and
 reproduces, update for update, the run that was not interrupted.
 
@@ -455,7 +458,6 @@ class LearnerLoop:
                         "env steps", initial=self.env_steps_done)
     print(self.budget_line(), flush=True)
     eval_every = int(config.get("eval_every", 0))
-    evaluated_at = -1  # the learner step of the last evaluation
     recent_returns = collections.deque(maxlen=100)
     window: Dict[str, List[float]] = collections.defaultdict(list)
     episodes: List[Episode] = []
@@ -524,8 +526,7 @@ class LearnerLoop:
       # (MetricsLog.truncate_after) and computed again, identically.
       if eval_every and (
           self.env_steps_done // eval_every > before // eval_every or
-          self.env_steps_done >= config.env_steps) and evaluated_at != step:
-        evaluated_at = step
+          self.env_steps_done >= config.env_steps):
         self.evaluate(step)
       if step % config.checkpoint_every == 0 or final:
         self.save()
