@@ -15,14 +15,16 @@ make_env (register_all), which imports ale_py.
 """
 
 from i2a.environments import minipacman
-from i2a.environments.factory import (make_env, make_vector_env, num_actions,
+from i2a.environments.factory import (action_names, make_env,
+                                      make_vector_env, num_actions,
                                       register_all, seeds_for)
 from i2a.environments.protocol import PRESETS, Protocol, preset
 from i2a.environments.wrappers import (JumpyWrapper, decode_jumpy_action,
                                        encode_jumpy_action)
 
 __all__ = [
-    "make_env", "make_vector_env", "num_actions", "register_all", "seeds_for",
+    "action_names", "make_env", "make_vector_env", "num_actions",
+    "register_all", "seeds_for",
     "PRESETS", "Protocol", "preset", "JumpyWrapper", "decode_jumpy_action",
     "encode_jumpy_action",
 ]
