@@ -27,7 +27,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   # most of the time, enough for its open-loop predictions to keep the maze
   # and beat copying the last frame 10 model steps ahead (the report
   # states both numbers); the sSSM a shorter budget for the comparison.
-  config.pretrain_steps = ml_collections.ConfigDict(dict(dssm_det=1000,
+  config.pretrain_steps = ml_collections.ConfigDict(dict(dssm_det=800,
                                                          sssm=400))
   config.pretrain_batch_size = 16
   config.pretrain_learning_rate = 1e-3
