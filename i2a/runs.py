@@ -20,6 +20,7 @@ import os
 from typing import Any, Dict, Iterable, Mapping, Optional
 
 import ml_collections
+import tensorflow as tf
 
 from envmodels import precision
 from i2a import io_utils
@@ -112,6 +113,22 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
     io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
                                protocol.to_json())
   return workdir
+
+
+def checkpoint_damage(path: str) -> Optional[str]:
+  """None when every tensor of the TF checkpoint `path` (a prefix, as in
+  CheckpointManager.checkpoints) reads back; else what is wrong with it.
+
+  A run killed while saving, or a damaged disk, leaves a checkpoint that
+  cannot be restored: resuming code skips it for the newest intact one.
+  """
+  try:
+    reader = tf.train.load_checkpoint(path)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except  (any damage)
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+  return None
 
 
 def use_precision(config: ml_collections.ConfigDict) -> str:
