@@ -69,11 +69,15 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     legacy: Optional[Mapping[str, Any]] = None) -> str:
   """Creates/validates `workdir`, writes config.json and protocol.json.
 
+  Removes the stale temporaries of killed runs first
+  (io_utils.remove_stale_temporaries).
+
   Raises ValueError when the workdir holds a run whose config differs
   (outside `ignore`d fields such as budgets that may grow on resume, and
   fields added since that the new config sets to their `legacy` value).
   """
   workdir = io_utils.ensure_writable_dir(workdir)
+  io_utils.remove_stale_temporaries(workdir)  # a killed run's half-writes
   config_dict = config.to_dict()
   path = os.path.join(workdir, CONFIG)
   traces = [name for name in (PROTOCOL, "checkpoints", "metrics.csv")
