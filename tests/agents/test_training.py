@@ -20,6 +20,7 @@ from agents.a2c import networks
 from configs.agents import a2c as a2c_config
 from i2a import environments, io_utils, runs
 from i2a.metrics import read_column
+from tests import events as tests_events
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -123,6 +124,26 @@ def test_a_partial_newest_checkpoint_is_skipped_on_resume(trained, tmp_path):
     assert trainer.actor.env_steps == 18
   finally:
     trainer.close()
+
+
+def test_a_rerun_from_an_older_checkpoint_logs_no_step_twice(trained,
+                                                             tmp_path):
+  """Steps after the checkpoint resumed from are trained and logged again:
+  TensorBoard and metrics.csv hold each step once."""
+  workdir = str(tmp_path / "run")
+  shutil.copytree(trained[0], workdir)
+  with open(os.path.join(workdir, "checkpoints",
+                         "ckpt-6.data-00000-of-00001"), "r+b") as f:
+    f.truncate(10)  # resumes from checkpoint 3
+  tb = os.path.join(workdir, "tb")
+  assert ("train/loss", 4) in tests_events.summary_steps(tb)
+  summary = training.run(_config(6), workdir)
+  assert summary["learner_steps"] == 6
+  pairs = tests_events.summary_steps(tb)
+  assert not tests_events.duplicates(pairs)
+  assert [s for tag, s in pairs if tag == "train/loss"] == [2, 4, 6]
+  assert read_column(os.path.join(workdir, "metrics.csv"),
+                     "step").tolist() == [2, 4, 6]
 
 
 def test_a_stop_that_arrives_between_two_reads_still_gets_its_checkpoint(
