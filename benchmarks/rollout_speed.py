@@ -131,6 +131,39 @@ def functions(model: envmodels.EnvModel, checks: bool = True
   }
 
 
+def check_cost(model: envmodels.EnvModel, repeats: int) -> Dict[str, float]:
+  """Microseconds the value checks add to encoding one abstract call's
+  actions (DEPTH steps of [ROWS, c]), int and relaxed: the same tf.function
+  traced with and without them, interleaved, median of 50 * repeats calls
+  each."""
+  spec = model.spec
+  rng = np.random.RandomState(1)
+  inputs = {
+      "int": tf.constant(rng.randint(0, spec.num_actions,
+                                     (DEPTH, ROWS, spec.jump)), tf.int32),
+      "relaxed": tf.nn.softmax(tf.constant(rng.normal(
+          size=(DEPTH, ROWS, spec.jump, spec.num_actions)), tf.float32)),
+  }
+  cost = {}
+  for name, actions in inputs.items():
+    traced = {}
+    for checks in (True, False):
+      with base.value_checks(checks):
+        fn = tf.function(lambda a: [model.encode_actions(a[t])
+                                    for t in range(DEPTH)])
+        fn(actions)  # traced here, under the scope
+      traced[checks] = fn
+    times: Dict[bool, List[float]] = {True: [], False: []}
+    for _ in range(50 * repeats):
+      for checks in (True, False):
+        start = time.perf_counter()
+        traced[checks](actions)
+        times[checks].append(time.perf_counter() - start)
+    cost[f"check_us_{name}"] = 1e6 * float(
+        np.median(times[True]) - np.median(times[False]))
+  return cost
+
+
 def gflop(graph: tf.Graph) -> float:
   options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
   options["output"] = "none"
@@ -183,7 +216,8 @@ def measure(sizes, kinds, precisions, repeats: int,
         time_call(calls[variant][name], 1)
     samples: Dict[Any, List[float]] = {cell: [] for cell in cells}
     for round_ in range(repeats):
-      for cell in cells:
+      # Alternate the order: no cell always runs right after another.
+      for cell in (cells if round_ % 2 == 0 else cells[::-1]):
         variant, p, name = cell
         with precision.scope(p):
           samples[cell].append(time_call(calls[variant][name], 2))
@@ -217,6 +251,12 @@ def measure(sizes, kinds, precisions, repeats: int,
       if row["size"] == size:
         row["conv_peak_gflop_per_s"] = with_peak[row["precision"]]
         row["state_shape"] = state_shape
+    if len(check_modes) == 2:
+      for kind in kinds:
+        cost = check_cost(models[kind], repeats)
+        for row in rows:
+          if row["size"] == size and row["kind"] == kind:
+            row.update(cost)
   for row in rows:  # x AR per primitive step, same size and precision
     ar = [r for r in rows if r["kind"] == "ar" and r["size"] == row["size"]
           and r["precision"] == row["precision"] and
@@ -243,6 +283,13 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
         f"{r.get('x_ar_with_initial', float('nan')):.1f} | "
         f"{r['gflop_per_s']:.0f} | "
         f"{100 * r['gflop_per_s'] / r['conv_peak_gflop_per_s']:.0f} |")
+  costs = [r for r in rows if "check_us_int" in r and r["value_checks"]]
+  if costs:
+    lines.append("\nValue checks alone (encoding one call's actions with "
+                 "minus without them, us): " + ", ".join(
+                     f"{r['size']} {r['kind']} {r['precision']}: int "
+                     f"{r['check_us_int']:.0f}, relaxed "
+                     f"{r['check_us_relaxed']:.0f}" for r in costs))
   lines.append(
       f"\n{ENVS} windows x K = {ROLLOUTS} rollouts x depth {DEPTH} "
       f"({ROWS} rows), noise keys, untrained models; median of the rounds, "

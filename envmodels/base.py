@@ -182,8 +182,11 @@ class EnvModel(snt.Module, abc.ABC):
   """Base class of every environment model kind.
 
   Subclasses implement `_initial_state`, `_step`, `_render` and `loss`; this
-  class validates shapes (in eager and tf.function code alike, from static
-  shapes) and encodes actions.
+  class validates shapes and dtypes (in eager and tf.function code alike,
+  from static shapes) and values (uint8 frames, action indices in [0, A),
+  relaxed actions that are probability vectors, B > 0, T >= 1: ValueError
+  eagerly, InvalidArgumentError with the same text inside tf.function; see
+  docs/envmodels.md, "What is validated where") and encodes actions.
   """
 
   # False for models that are not trained (the emulator oracle): suites
