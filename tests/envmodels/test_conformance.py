@@ -5,8 +5,10 @@ automatically) and the same tests over all of them (the Sonnet habit):
 tf.function tracing with batch-agnostic signatures, output shapes and dtypes
 (envmodels.base and docs/envmodels.md, "The contract"), finite losses and
 gradients, checkpoint round trip, export and load in a fresh process, frozen
-loading with gradients into relaxed actions, and shape errors. Every kind is
-built with its `tiny_hyperparameters()` on 16x16x3 frames.
+loading with gradients into relaxed actions, shape errors, and value errors
+(float frames, out-of-range int actions, relaxed actions that are not
+probability vectors, B = 0, T = 0; eagerly and inside tf.function). Every
+kind is built with its `tiny_hyperparameters()` on 16x16x3 frames.
 """
 
 from __future__ import annotations
