@@ -2,7 +2,10 @@
 
 Data flow: `i2a.pretrain` trains an `EnvModel` with `loss(batch)`; the trained
 module is exported (`envmodels.export`) and loaded frozen by agents, which
-only ever call `initial_state`, `step`, `render` and `rollout`.
+only ever use this contract: `initial_state`, `step`, `render`, `rollout`,
+`state_features`, `deterministic`, `tile_state` and, for a `LiveEnvModel`
+(the emulator oracle), `initial_state_from_envs` / `release`. An agent never
+asks for a model's class or kind name (docs/architecture.md).
 
 Conventions (see README.md, "Sequences"):
   * A batch of sequences is a dict with
@@ -150,6 +153,18 @@ def _after(checks: List[tf.Operation], tensor: tf.Tensor) -> tf.Tensor:
     return tf.identity(tensor)
 
 
+def tile_state(state: State, multiples: int) -> State:
+  """[B, ...] -> [B * K, ...] for every tensor of a state nest; row b * K + k
+  is a copy of row b (K = multiples >= 1). The one implementation behind
+  `EnvModel.tile_state`."""
+  if isinstance(multiples, bool) or not isinstance(multiples, int) or (
+      multiples < 1):
+    raise ValueError(f"tile_state multiples must be a positive int, given "
+                     f"{multiples!r}.")
+  return tf.nest.map_structure(lambda x: tf.repeat(x, multiples, axis=0),
+                               state)
+
+
 def _shape_error(what: str, expected: str, given: tf.TensorShape) -> ValueError:
   return ValueError(
       f"{what}: expected shape {expected}, given {given.as_list()}. "
@@ -280,6 +295,25 @@ class EnvModel(snt.Module, abc.ABC):
   @abc.abstractmethod
   def loss(self, batch: Dict[str, tf.Tensor], **knobs: Any) -> LossOutput:
     """Training loss on a batch of sequences (see module docstring)."""
+
+  @abc.abstractmethod
+  def state_features(self, state: State) -> tf.Tensor:
+    """The abstract features float32 [B, h, w, d] of a model state: what
+    `StepOutput.features` gave for a state reached by a step, and for an
+    initial state (s_t|t) the same kind of map (an agent's encoder reads
+    both: the distillation target, the copy baseline)."""
+
+  @property
+  @abc.abstractmethod
+  def deterministic(self) -> bool:
+    """Whether `step`'s outputs are a function of (state, actions) alone:
+    steps with different noise keys give equal outputs iff True (a planner
+    then needs one sample per candidate)."""
+
+  def tile_state(self, state: State, multiples: int) -> State:
+    """Repeats every tensor of a state nest: [B, ...] -> [B * K, ...], row
+    b * K + k a copy of row b (K = multiples)."""
+    return tile_state(state, multiples)
 
   @property
   def uses_actions(self) -> bool:
@@ -466,3 +500,34 @@ class EnvModel(snt.Module, abc.ABC):
   @abc.abstractmethod
   def _render(self, state: State) -> tf.Tensor:
     ...
+
+
+class LiveEnvModel(EnvModel):
+  """A model kind that starts from live environments, not from frames (the
+  emulator oracle, envmodels/oracle.py). Ask with
+  `isinstance(model, LiveEnvModel)`: agents snapshot their environments
+  into its state (`initial_state_from_envs`), free the snapshots after use
+  (`release`), and never call `initial_state(frames)`, which raises. Such a
+  model is not trained or exported (`learned` is False)."""
+
+  learned = False
+
+  def initial_state(self, observations: tf.Tensor) -> State:
+    raise ValueError(
+        f"the {self.spec.kind!r} model cannot start from observations: it "
+        "starts from live environments. Snapshot them instead: "
+        "model.initial_state_from_envs(envs).")
+
+  def _initial_state(self, observations: tf.Tensor) -> State:
+    return self.initial_state(observations)
+
+  @abc.abstractmethod
+  def initial_state_from_envs(self, envs: Any,
+                              observations: Optional[Any] = None) -> State:
+    """The state of B live environments (only read, never stepped);
+    observations: optional uint8 [B, H, W, C], the frames the agent sees."""
+
+  def release(self, state: State) -> None:
+    """Frees what `state` holds (snapshots); works eagerly and inside
+    tf.function. Default: nothing to free."""
+    del state

@@ -69,8 +69,10 @@ Decisions:
     from frames (emulator state cannot be recovered from pixels: use
     `initial_state_from_envs`), `loss` (nothing to train), `registry.build`
     without `env_fn`, and `envmodels.export` (an ExportError: there are no
-    variables to save). It registers as kind 'oracle' with `learned = False`,
-    so suites over learned kinds can skip it.
+    variables to save). It is a `LiveEnvModel` (envmodels.base: agents ask
+    `isinstance(model, LiveEnvModel)`, never the kind name), registered as
+    kind 'oracle' with `learned = False`, so suites over learned kinds can
+    skip it.
 """
 
 from __future__ import annotations
@@ -296,7 +298,7 @@ def _host_call(function: Callable[..., Tuple[np.ndarray, ...]],
 
 @registry.register(KIND)
 @snt.allow_empty_variables
-class OracleModel(base.EnvModel):
+class OracleModel(base.LiveEnvModel):
   """The real environment as an EnvModel (see the module docstring).
 
   Args:
@@ -312,7 +314,9 @@ class OracleModel(base.EnvModel):
       primitive actions.
   """
 
-  learned = False  # no variables, no loss, no export: not a learned kind
+  # A LiveEnvModel: not learned (no variables, no loss, no export), started
+  # from live environments. It replays the environment's own future.
+  deterministic = True
 
   def __init__(self, spec: base.EnvModelSpec,
                env_fn: Optional[Callable[[], gym.Env]] = None, seed: int = 0,
@@ -399,6 +403,11 @@ class OracleModel(base.EnvModel):
         "OracleModel(spec, env_fn=...).")
 
   # -- States --------------------------------------------------------------
+
+  def state_features(self, state: OracleState) -> tf.Tensor:
+    """space_to_depth(8) of the state's frame: float32 [B, H/8, W/8, 64 C]
+    in [0, 1], what a step gives as features."""
+    return tf.nn.space_to_depth(self.render(state), 8)
 
   @property
   def uses_actions(self) -> bool:

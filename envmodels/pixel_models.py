@@ -359,6 +359,14 @@ class VAEBaseline(_PixelModel):
                     step=tf.zeros(tf.shape(context)[:1], tf.int32),
                     features=tf.zeros_like(context), last_frame=frames[:, -1])
 
+  deterministic = False  # z ~ p(z_t | c, t) at every step
+
+  def state_features(self, state: VAEState) -> tf.Tensor:
+    """The context encoding c for an initial state (step 0), else the last
+    step's f_t [B, h, w, D]."""
+    initial = tf.equal(state.step, 0)[:, None, None, None]  # [B, 1, 1, 1]
+    return tf.where(initial, state.context, state.features)
+
   def _step(self, state: VAEState,
             encoded_actions: tf.Tensor) -> Tuple[VAEState, StepOutput]:
     del encoded_actions  # Frames are independent of the actions.
@@ -507,6 +515,12 @@ class AutoregressiveModel(_TeacherForcedModel):
     encodings = _window(self._encode_sequence(frames))  # [B, h, w, k * E]
     return ARState(encodings=encodings, frame=frames[:, -1])
 
+  deterministic = True  # the decoder's mean frame is fed back
+
+  def state_features(self, state: ARState) -> tf.Tensor:
+    """e(o_t) of the newest frame [B, h, w, E], what a step gives."""
+    return state.encodings[..., -self._encoder_channels:]
+
   def _step(self, state: ARState,
             encoded_actions: tf.Tensor) -> Tuple[ARState, StepOutput]:
     predictive = self._predict(state.encodings, encoded_actions)
@@ -581,6 +595,12 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     encodings = self._encode_sequence(frames)  # [B, k, h, w, E]
     return RARState(abstract_state=self._initial_net(_window(encodings)),
                     frame_encoding=encodings[:, -1], frame=frames[:, -1])
+
+  deterministic = True  # the prior's mean, the decoder's mean frame
+
+  def state_features(self, state: RARState) -> tf.Tensor:
+    """s_t [B, h, w, D], what a step gives."""
+    return state.abstract_state
 
   def _step(self, state: RARState,
             encoded_actions: tf.Tensor) -> Tuple[RARState, StepOutput]:

@@ -179,6 +179,7 @@ class Pretrainer:
         self._checkpoint, os.path.join(self.workdir, "checkpoints"),
         max_to_keep=config.keep_checkpoints)
     self.log = MetricsLog(self.workdir)
+    self.action_names = environments.action_names(self.protocol)
     self.images_dir = os.path.join(self.workdir, "images")
     self._train_step = tf.function(self._train_step_impl)
     self._eval_step = tf.function(self._eval_step_impl)
@@ -252,7 +253,9 @@ class Pretrainer:
     return {k: v / count for k, v in totals.items()}
 
   def write_pictures(self, step: int) -> Dict[str, str]:
-    """Open-loop / closed-loop / 1-step strips, a GIF and a reward plot."""
+    """Open-loop / closed-loop / 1-step strips, a GIF (also TensorBoard's
+    animated `animations/open_loop`, frames captioned with the actions by
+    name) and a reward plot."""
     batch = next(iter(datasets.evaluation_batches(
         self.test_windows, self.config.batch_size, self.config.batch_size,
         seed=1)))
@@ -268,8 +271,16 @@ class Pretrainer:
       pictures.save_png(path, strip)
       self.log.image(step, f"images/{name}", strip)
       written[name] = path
+    # Predicted frame t (window index k + t) follows the actions of window
+    # index k + t - 1 (i2a/replay/episodes.py `window`): [T, c].
+    actions = batch["action"].numpy()[0, k - 1:-1]
     gif = os.path.join(self.images_dir, f"open_loop_{step:07d}.gif")
-    pictures.prediction_gif(gif, truth, out["open_loop"][0])
+    frames = pictures.prediction_gif(gif, truth, out["open_loop"][0],
+                                     actions, self.action_names)
+    self.log.animation(
+        step, "animations/open_loop", frames,
+        description="truth | open-loop prediction | error, one frame per "
+        "model step, captioned with the actions that led to it")
     scatter = os.path.join(self.images_dir, f"rewards_{step:07d}.png")
     pictures.reward_scatter(scatter, out["open_loop_reward"],
                             out["true_reward"],

@@ -10,8 +10,8 @@ import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
 from envmodels import reward_coding
-from i2a import collection, io_utils, pretraining, runs
-from i2a.metrics import read_column
+from i2a import collection, io_utils, pictures, pretraining, runs
+from i2a.metrics import read_column, read_summaries
 from i2a.replay import cache, datasets, files
 from tests import events as tests_events
 
@@ -65,6 +65,24 @@ def test_pretrain_writes_pictures_and_a_loadable_frozen_export(trained_run):
   state = model.initial_state(np.zeros((2, 3, 16, 24, 3), np.uint8))
   _, out = model.step(state, np.zeros([2], np.int32))
   assert out.reward.shape == (2,)
+
+
+def test_pretraining_summaries_keep_the_step_axis_and_animate_open_loop(
+    trained_run):
+  """Scalars and pictures at pretraining steps; the open-loop prediction
+  as an animated GIF image summary (tiny: images every 6 steps)."""
+  workdir, _, _ = trained_run
+  summaries = read_summaries(os.path.join(workdir, "tb"))
+  assert [step for step, _ in summaries["train/loss"]] == [4, 6, 8, 12]
+  assert "train/step" not in summaries  # its own step axis
+  animations = summaries["animations/open_loop"]
+  assert [step for step, _ in animations] == [6, 12]
+  plugin, (width, height, gif) = animations[0][1]
+  assert plugin == "images" and gif.startswith(b"GIF89a")
+  # truth | prediction | error of 16x24 frames (2-pixel gaps) upscaled 6x,
+  # and a caption with the actions by name.
+  assert (int(width), int(height)) == (6 * (3 * 24 + 2 * 2),
+                                       96 + pictures.CAPTION_HEIGHT)
 
 
 def test_a_finished_run_is_skipped(trained_run, dataset):
