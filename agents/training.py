@@ -325,18 +325,18 @@ class LearnerLoop:
 
   def _readable(self, path: str) -> Tuple[bool, Optional[Dict[str, Any]]]:
     """(complete and readable, the actor state if there is an actor)."""
-    try:
-      reader = tf.train.load_checkpoint(path)
-      for name in reader.get_variable_to_shape_map():
-        reader.get_tensor(name)
-      if self.actor is None:
-        return True, None
-      with open(self._actor_state_path(path), "rb") as f:
-        return True, pickle.load(f)
-    except Exception as e:  # pylint: disable=broad-except  (any damage)
-      logging.warning("checkpoint %s is incomplete or unreadable (%s)", path,
-                      e)
-      return False, None
+    damage = runs.checkpoint_damage(path)
+    if damage is None and self.actor is None:
+      return True, None
+    if damage is None:
+      try:
+        with open(self._actor_state_path(path), "rb") as f:
+          return True, pickle.load(f)
+      except Exception as e:  # pylint: disable=broad-except  (any damage)
+        damage = f"actor state: {type(e).__name__}: {e}"
+    logging.warning("checkpoint %s is incomplete or unreadable (%s)", path,
+                    damage)
+    return False, None
 
   def restore(self) -> int:
     """Restores the newest complete checkpoint; returns its learner step."""
@@ -357,7 +357,8 @@ class LearnerLoop:
       if path != candidates[0]:
         print(f"resumed from {path}: newer checkpoints were incomplete",
               flush=True)
-      self.log.truncate_after(step)
+      # TensorBoard's axis is environment steps (docs/agents.md).
+      self.log.truncate_after(step, summary_step=self.env_steps_done)
       return step
     if candidates:
       if self.actor is not None and not any(

@@ -22,9 +22,13 @@ Reported per kind, size and precision:
 Models are untrained (speed does not depend on the weights) and built with
 the `paper` and `small` presets' hyperparameters (configs/envmodels/).
 
+`--value-checks both` times every cell twice, traced with and without the
+API's value checks (envmodels/base.py, `value_checks`), round-robin in one
+run: their cost (docs/performance.md). The default `on` is what agents run.
+
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
-      [--output FILE]
+      [--value-checks on|off|both] [--output FILE]
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
-from envmodels import precision
+from envmodels import base, precision
 from i2a import io_utils, pretraining
 
 RESULTS = os.path.join(HERE, "results")
@@ -79,9 +83,11 @@ def build(kind: str, size: str) -> envmodels.EnvModel:
   return model
 
 
-def functions(model: envmodels.EnvModel) -> Dict[str, Callable[[], Any]]:
+def functions(model: envmodels.EnvModel, checks: bool = True
+              ) -> Dict[str, Callable[[], Any]]:
   """The timed calls, on fixed inputs: initial state, abstract and rendered
-  rollouts from a (precomputed) tiled initial state."""
+  rollouts from a (precomputed) tiled initial state; traced (on their first
+  call) with the API's value checks on or off."""
   spec = model.spec
   rng = np.random.RandomState(0)
   context = tf.constant(rng.randint(
@@ -108,15 +114,54 @@ def functions(model: envmodels.EnvModel) -> Dict[str, Callable[[], Any]]:
       return outputs
     return run
 
-  state = initial(context)
+  def with_checks(fn: Callable[[], Any]) -> Callable[[], Any]:
+    def call():
+      with base.value_checks(checks):
+        return fn()
+    return call
+
+  state = with_checks(lambda: initial(context))()
   abstract, rendered = rollout(False), rollout(True)
   return {
-      "initial": lambda: initial(context),
-      "abstract": lambda: abstract(state, actions, keys),
-      "rendered": lambda: rendered(state, actions, keys),
-      "_abstract_graph": lambda: abstract.get_concrete_function(
-          state, actions, keys).graph,
+      "initial": with_checks(lambda: initial(context)),
+      "abstract": with_checks(lambda: abstract(state, actions, keys)),
+      "rendered": with_checks(lambda: rendered(state, actions, keys)),
+      "_abstract_graph": with_checks(lambda: abstract.get_concrete_function(
+          state, actions, keys).graph),
   }
+
+
+def check_cost(model: envmodels.EnvModel, repeats: int) -> Dict[str, float]:
+  """Microseconds the value checks add to encoding one abstract call's
+  actions (DEPTH steps of [ROWS, c]), int and relaxed: the same tf.function
+  traced with and without them, interleaved, median of 50 * repeats calls
+  each."""
+  spec = model.spec
+  rng = np.random.RandomState(1)
+  inputs = {
+      "int": tf.constant(rng.randint(0, spec.num_actions,
+                                     (DEPTH, ROWS, spec.jump)), tf.int32),
+      "relaxed": tf.nn.softmax(tf.constant(rng.normal(
+          size=(DEPTH, ROWS, spec.jump, spec.num_actions)), tf.float32)),
+  }
+  cost = {}
+  for name, actions in inputs.items():
+    traced = {}
+    for checks in (True, False):
+      with base.value_checks(checks):
+        fn = tf.function(lambda a: [model.encode_actions(a[t])
+                                    for t in range(DEPTH)])
+        fn(actions)  # traced here, under the scope
+      traced[checks] = fn
+    times: Dict[bool, List[float]] = {True: [], False: []}
+    for _ in range(50 * repeats):
+      for checks in (True, False):
+        start = time.perf_counter()
+        traced[checks](actions)
+        times[checks].append(time.perf_counter() - start)
+    cost[f"check_us_{name}"] = 1e6 * float(
+        np.median(times[True]) - np.median(times[False]))
+  return cost
 
 
 def gflop(graph: tf.Graph) -> float:
@@ -155,35 +200,42 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
   return (time.perf_counter() - start) / calls
 
 
-def measure(sizes, kinds, precisions, repeats: int) -> List[Dict[str, Any]]:
+def measure(sizes, kinds, precisions, repeats: int,
+            check_modes=(True,)) -> List[Dict[str, Any]]:
   rows: List[Dict[str, Any]] = []
   for size in sizes:
     models = {kind: build(kind, size) for kind in kinds}
-    calls = {kind: functions(model) for kind, model in models.items()}
-    cells = [(kind, p, name) for kind in kinds for p in precisions
+    # A variant is a kind traced with (True) or without the value checks.
+    variants = [(kind, checks) for kind in kinds for checks in check_modes]
+    calls = {(kind, checks): functions(models[kind], checks)
+             for kind, checks in variants}
+    cells = [(variant, p, name) for variant in variants for p in precisions
              for name in ("initial", "abstract", "rendered")]
-    for kind, p, name in cells:  # warm up: trace and optimise each
+    for variant, p, name in cells:  # warm up: trace and optimise each
       with precision.scope(p):
-        time_call(calls[kind][name], 1)
+        time_call(calls[variant][name], 1)
     samples: Dict[Any, List[float]] = {cell: [] for cell in cells}
     for round_ in range(repeats):
-      for cell in cells:
-        kind, p, name = cell
+      # Alternate the order: no cell always runs right after another.
+      for cell in (cells if round_ % 2 == 0 else cells[::-1]):
+        variant, p, name = cell
         with precision.scope(p):
-          samples[cell].append(time_call(calls[kind][name], 2))
+          samples[cell].append(time_call(calls[variant][name], 2))
       print(f"{size}: round {round_ + 1}/{repeats}", flush=True)
     state_shape = None
-    for kind in kinds:
-      graph = calls[kind]["_abstract_graph"]()
+    for variant in variants:
+      kind, checks = variant
+      graph = calls[variant]["_abstract_graph"]()
       flops = gflop(graph)
       for p in precisions:
-        median = {name: float(np.median(samples[(kind, p, name)]))
+        median = {name: float(np.median(samples[(variant, p, name)]))
                   for name in ("initial", "abstract", "rendered")}
         if state_shape is None:  # [h, w, d] of the first step's features
           state_shape = graph.outputs[0].shape.as_list()[1:]
         jump = models[kind].spec.jump
         rows.append(dict(
             size=size, kind=kind, precision=p, jump=jump,
+            value_checks=checks,
             abstract_per_s=ROWS * DEPTH / median["abstract"],
             rendered_per_s=ROWS * DEPTH / median["rendered"],
             with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
@@ -199,9 +251,16 @@ def measure(sizes, kinds, precisions, repeats: int) -> List[Dict[str, Any]]:
       if row["size"] == size:
         row["conv_peak_gflop_per_s"] = with_peak[row["precision"]]
         row["state_shape"] = state_shape
+    if len(check_modes) == 2:
+      for kind in kinds:
+        cost = check_cost(models[kind], repeats)
+        for row in rows:
+          if row["size"] == size and row["kind"] == kind:
+            row.update(cost)
   for row in rows:  # x AR per primitive step, same size and precision
     ar = [r for r in rows if r["kind"] == "ar" and r["size"] == row["size"]
-          and r["precision"] == row["precision"]]
+          and r["precision"] == row["precision"] and
+          r["value_checks"] == row["value_checks"]]
     if ar:
       row["x_ar"] = (row["abstract_per_s"] * row["jump"] /
                      ar[0]["abstract_per_s"])
@@ -211,18 +270,26 @@ def measure(sizes, kinds, precisions, repeats: int) -> List[Dict[str, Any]]:
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
-  lines = ["| size | kind | precision | abstract /s | with s_t\\|t /s | "
-           "rendered /s | s_t\\|t ms | x AR (prim.) | x AR with s_t\\|t | "
-           "GFLOP/s | % conv peak |", "|---" * 11 + "|"]
+  lines = ["| size | kind | precision | value checks | abstract /s | "
+           "with s_t\\|t /s | rendered /s | s_t\\|t ms | x AR (prim.) | "
+           "x AR with s_t\\|t | GFLOP/s | % conv peak |", "|---" * 12 + "|"]
   for r in rows:
     lines.append(
         f"| {r['size']} | {r['kind']} | {r['precision']} | "
+        f"{'on' if r['value_checks'] else 'off'} | "
         f"{r['abstract_per_s']:,.0f} | {r['with_initial_per_s']:,.0f} | "
         f"{r['rendered_per_s']:,.0f} | {r['initial_ms']:.1f} | "
         f"{r.get('x_ar', float('nan')):.1f} | "
         f"{r.get('x_ar_with_initial', float('nan')):.1f} | "
         f"{r['gflop_per_s']:.0f} | "
         f"{100 * r['gflop_per_s'] / r['conv_peak_gflop_per_s']:.0f} |")
+  costs = [r for r in rows if "check_us_int" in r and r["value_checks"]]
+  if costs:
+    lines.append("\nValue checks alone (encoding one call's actions with "
+                 "minus without them, us): " + ", ".join(
+                     f"{r['size']} {r['kind']} {r['precision']}: int "
+                     f"{r['check_us_int']:.0f}, relaxed "
+                     f"{r['check_us_relaxed']:.0f}" for r in costs))
   lines.append(
       f"\n{ENVS} windows x K = {ROLLOUTS} rollouts x depth {DEPTH} "
       f"({ROWS} rows), noise keys, untrained models; median of the rounds, "
@@ -237,6 +304,10 @@ def main() -> None:
   parser.add_argument("--kinds", default=",".join(KINDS))
   parser.add_argument("--precisions", default="")
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--value-checks", default="on",
+                      choices=("on", "off", "both"),
+                      help="trace with the API's value checks (on, what "
+                      "agents run), without, or both side by side")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "rollout_speed.json"))
   args = parser.parse_args()
@@ -250,7 +321,9 @@ def main() -> None:
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
   for p in precisions:
     precision.resolve(p)  # refuses what this machine cannot run
-  rows = measure(sizes, kinds, precisions, args.repeats)
+  check_modes = {"on": (True,), "off": (False,),
+                 "both": (True, False)}[args.value_checks]
+  rows = measure(sizes, kinds, precisions, args.repeats, check_modes)
   table = markdown(rows)
   print(table)
   io_utils.atomic_write_json(args.output, dict(

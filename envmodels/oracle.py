@@ -46,9 +46,10 @@ Decisions:
     are None (`uses_actions` is False for that reason, although the outputs
     do depend on the actions). Relaxed actions float32 [B, c, A] are turned
     into primitive actions by argmax (`relaxed_actions='argmax'`, default)
-    or sampled from them with the model's seeded generator ('sample'). An
-    int action outside [0, A), or an all-zero probability row, raises a
-    ValueError.
+    or sampled from them with the model's seeded generator ('sample'). The
+    API's value checks apply (envmodels/base.py): an int action outside
+    [0, A), or a relaxed row that is not a probability vector (e.g. all
+    zero), raises a ValueError (InvalidArgumentError inside tf.function).
   * Jumpy steps and episode ends. One step runs the c = spec.jump primitive
     actions on the primitive environment (what i2a's JumpyWrapper does:
     rewards summed, the last frame kept) and stops early when the episode
@@ -642,10 +643,7 @@ class OracleModel(base.LiveEnvModel):
     if actions.shape.rank is None or actions.shape.rank < 2:
       raise base._shape_error(  # pylint: disable=protected-access
           "rollout actions", "[B, T, c] or [B, T, c, A]", actions.shape)
-    num_steps = actions.shape[1]
-    if num_steps is None:
-      raise ValueError("rollout actions need a static T axis (axis 1), given "
-                       f"{actions.shape.as_list()}.")
+    num_steps = base.rollout_length(actions)
     primitive = tf.stack(
         [self._primitive_actions(self.encode_actions(actions[:, t]))
          for t in range(num_steps)], axis=1)  # [B, T, c]

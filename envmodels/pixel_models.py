@@ -210,11 +210,8 @@ class _PixelModel(EnvModel):
     return losses.preprocess_frames(frames, self._hyperparameters["bit_depth"])
 
   def _context_frames(self, observations: tf.Tensor) -> tf.Tensor:
-    """uint8 [B, k, H, W, C] -> float [B, k, H, W, C] (checks the dtype)."""
-    if observations.dtype != tf.uint8:
-      raise ValueError("initial_state observations: expected uint8 frames, "
-                       f"given {observations.dtype.name}; pass the raw "
-                       "frames, the model preprocesses them.")
+    """uint8 [B, k, H, W, C] -> float [B, k, H, W, C] (the dtype is checked
+    by `initial_state` and `check_batch`)."""
     return self._preprocess(observations)
 
   def _frame_mean(self, decoder_output: tf.Tensor) -> tf.Tensor:
@@ -236,15 +233,7 @@ class _PixelModel(EnvModel):
 
   def _check_batch(self, batch: Mapping[str, tf.Tensor]) -> Tuple[int, int]:
     """Checks a batch of sequences (see base.py) -> (L, T)."""
-    num_steps = self.check_batch(batch)  # shapes and keys
-    observation = tf.convert_to_tensor(batch["observation"])
-    if observation.dtype != tf.uint8:
-      raise ValueError("loss batch['observation']: expected uint8 frames, "
-                       f"given {observation.dtype.name}.")
-    action = tf.convert_to_tensor(batch["action"])
-    if not action.dtype.is_integer:
-      raise ValueError("loss batch['action']: expected int32 action indices, "
-                       f"given {action.dtype.name}.")
+    num_steps = self.check_batch(batch)  # keys, shapes and dtypes
     return self.spec.context_length + num_steps, num_steps
 
   @staticmethod

@@ -170,6 +170,7 @@ class Pretrainer:
     optimization.create_slots(self.optimizer,
                               self.model.trainable_variables)
     self._nonfinite_in_a_row = 0
+    self._saved_step = 0  # the step of the newest checkpoint (restore)
     self.step = tf.Variable(0, dtype=tf.int64, name="step")
     self._checkpoint = tf.train.Checkpoint(model=self.model,
                                            optimizer=self.optimizer,
@@ -229,10 +230,10 @@ class Pretrainer:
 
   def _save(self, step: int) -> None:
     """Checkpoints `step` (once; never a non-finite model)."""
-    latest = self._manager.latest_checkpoint
-    if step and not (latest and latest.endswith(f"-{step}")):
+    if step and step != self._saved_step:
       optimization.check_finite(self.model.variables, "checkpoint")
       self._manager.save(checkpoint_number=step)
+      self._saved_step = step
 
   def _eval_step_impl(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     out = self.model.loss(batch, **self.config.loss.to_dict())
@@ -290,12 +291,30 @@ class Pretrainer:
   # -- The loop --------------------------------------------------------------
 
   def restore(self) -> int:
-    latest = self._manager.latest_checkpoint
-    if latest:
-      self._checkpoint.restore(latest)
-      logging.info("resumed from %s (step %d)", latest, int(self.step))
-    self.log.truncate_after(int(self.step))
-    return int(self.step)
+    """Restores the newest intact checkpoint (damaged newer ones, e.g. from
+    a run killed while saving, are skipped with a warning); returns its
+    step, 0 for a fresh run. Logs after that step are dropped."""
+    candidates = list(reversed(self._manager.checkpoints))
+    for path in candidates:
+      damage = runs.checkpoint_damage(path)
+      if damage is not None:
+        logging.warning("checkpoint %s is damaged or incomplete (%s); trying "
+                        "the one before it", path, damage)
+        continue
+      self._checkpoint.restore(path).assert_existing_objects_matched()
+      logging.info("resumed from %s (step %d)", path, int(self.step))
+      if path != candidates[0]:
+        print(f"resumed from {path}: newer checkpoints were damaged",
+              flush=True)
+      break
+    else:
+      if candidates:
+        raise ValueError(
+            f"no intact checkpoint in {self._manager.directory} (tried "
+            f"{candidates}); delete the workdir to start over.")
+    self._saved_step = int(self.step)
+    self.log.truncate_after(self._saved_step)
+    return self._saved_step
 
   def train(self, should_stop: Callable[[], bool] = lambda: False
             ) -> Optional[Dict[str, float]]:

@@ -90,11 +90,15 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     legacy: Optional[Mapping[str, Any]] = None) -> str:
   """Creates/validates `workdir`, writes config.json and protocol.json.
 
+  Removes the stale temporaries of killed runs first
+  (io_utils.remove_stale_temporaries).
+
   Raises ValueError when the workdir holds a run whose config differs
   (outside `ignore`d fields such as budgets that may grow on resume, and
   fields added since that the new config sets to their `legacy` value).
   """
   workdir = io_utils.ensure_writable_dir(workdir)
+  io_utils.remove_stale_temporaries(workdir)  # a killed run's half-writes
   config_dict = config.to_dict()
   path = os.path.join(workdir, CONFIG)
   traces = [name for name in (PROTOCOL, "checkpoints", "metrics.csv")
@@ -135,6 +139,22 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                                protocol.to_json())
   record_run_info(workdir)
   return workdir
+
+
+def checkpoint_damage(path: str) -> Optional[str]:
+  """None when every tensor of the TF checkpoint `path` (a prefix, as in
+  CheckpointManager.checkpoints) reads back; else what is wrong with it.
+
+  A run killed while saving, or a damaged disk, leaves a checkpoint that
+  cannot be restored: resuming code skips it for the newest intact one.
+  """
+  try:
+    reader = tf.train.load_checkpoint(path)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except  (any damage)
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+  return None
 
 
 def _git(*args: str) -> Optional[str]:

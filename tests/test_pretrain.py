@@ -193,3 +193,52 @@ def test_a_stop_request_checkpoints_the_step_reached_and_a_rerun_resumes(
   assert np.isfinite(held_out["log_likelihood_per_frame"])
   steps = read_column(os.path.join(workdir, "metrics.csv"), "step").tolist()
   assert steps == sorted(set(steps)) and steps[-1] == 12
+
+
+def test_a_damaged_newest_checkpoint_falls_back_without_logging_a_step_twice(
+    dataset, tmp_path, caplog, capsys):
+  """Resuming from the checkpoint before a damaged newest one rewrites the
+  steps after it: TensorBoard and metrics.csv still hold each step once."""
+  config = _config(dataset, 8)
+  config.update(checkpoint_every=4, log_every=2, eval_every=4,
+                image_every=100)
+  workdir = str(tmp_path / "run")
+  pretraining.run(config, workdir)
+  checkpoints = os.path.join(workdir, "checkpoints")
+  data = os.path.join(checkpoints, "ckpt-8.data-00000-of-00001")
+  with open(data, "r+b") as f:  # damage the newest checkpoint's data
+    f.truncate(os.path.getsize(data) // 2)
+  before = [step for step, _ in
+            read_summaries(os.path.join(workdir, "tb"))["train/loss"]]
+  assert 6 in before and 8 in before
+  config.train_steps = 10
+  with caplog.at_level("WARNING"):
+    held_out = pretraining.run(config, workdir)
+  assert np.isfinite(held_out["log_likelihood_per_frame"])
+  warnings = [r.getMessage() for r in caplog.records
+              if r.levelname == "WARNING"]
+  assert any("ckpt-8" in w and "damaged" in w for w in warnings), warnings
+  assert "resumed from" in capsys.readouterr().out
+  summaries = read_summaries(os.path.join(workdir, "tb"))
+  for tag, points in summaries.items():
+    steps = [step for step, _ in points]
+    assert len(steps) == len(set(steps)), (tag, steps)
+  assert [s for s, _ in summaries["train/loss"]] == [2, 4, 6, 8, 10]
+  assert [s for s, _ in summaries["eval/loss"]] == [4, 8, 10]
+  metrics = os.path.join(workdir, "metrics.csv")
+  assert read_column(metrics, "step").tolist() == [2, 4, 6, 8, 10]
+  assert read_column(os.path.join(workdir, "eval.csv"),
+                     "step").tolist() == [4, 8, 10]
+  # Saved again over the damaged one at step 8, then the last at 10.
+  assert runs.checkpoint_damage(os.path.join(checkpoints, "ckpt-8")) is None
+
+
+def test_no_intact_checkpoint_is_refused_with_what_to_do(dataset, tmp_path):
+  config = _config(dataset, 4)
+  config.update(checkpoint_every=4, log_every=2)
+  workdir = str(tmp_path / "run")
+  pretraining.Pretrainer(config, workdir)._save(4)  # step 4, untrained
+  with open(os.path.join(workdir, "checkpoints", "ckpt-4.index"), "wb") as f:
+    f.write(b"not a checkpoint index")
+  with pytest.raises(ValueError, match="no intact checkpoint.*delete the"):
+    pretraining.Pretrainer(config, workdir).restore()

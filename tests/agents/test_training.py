@@ -138,6 +138,28 @@ def test_a_partial_newest_checkpoint_is_skipped_on_resume(trained, tmp_path):
         read_column(os.path.join(trained[0], "eval.csv"), column), column)
 
 
+def test_a_rerun_from_an_older_checkpoint_logs_no_step_twice(trained,
+                                                             tmp_path):
+  """Steps after the checkpoint resumed from are trained and logged again:
+  TensorBoard (at environment steps) and metrics.csv hold each step once."""
+  workdir = str(tmp_path / "run")
+  shutil.copytree(trained[0], workdir)
+  with open(os.path.join(workdir, "checkpoints",
+                         "ckpt-6.data-00000-of-00001"), "r+b") as f:
+    f.truncate(10)  # resumes from checkpoint 3 (18 env steps)
+  tb = os.path.join(workdir, "tb")
+  assert 24 in [step for step, _ in read_summaries(tb)["train/loss"]]
+  summary = training.run(_config(6), workdir)
+  assert summary["learner_steps"] == 6
+  for tag, points in read_summaries(tb).items():
+    steps = [step for step, _ in points]
+    assert len(steps) == len(set(steps)), (tag, steps)
+  assert [step for step, _ in read_summaries(tb)["train/loss"]] == [
+      12, 24, 36]
+  assert read_column(os.path.join(workdir, "metrics.csv"),
+                     "step").tolist() == [2, 4, 6]
+
+
 def test_a_stop_that_arrives_between_two_reads_still_gets_its_checkpoint(
     tmp_path):
   """The update that sees a stop is checkpointed, whenever the stop comes

@@ -5,8 +5,10 @@ automatically) and the same tests over all of them (the Sonnet habit):
 tf.function tracing with batch-agnostic signatures, output shapes and dtypes
 (envmodels.base and docs/envmodels.md, "The contract"), finite losses and
 gradients, checkpoint round trip, export and load in a fresh process, frozen
-loading with gradients into relaxed actions, shape errors, and what agents
-read (state_features, deterministic, tile_state). Every kind is built with
+loading with gradients into relaxed actions, shape errors, value errors
+(float frames, out-of-range int actions, relaxed actions that are not
+probability vectors, B = 0, T = 0; eagerly and inside tf.function), and what
+agents read (state_features, deterministic, tile_state). Every kind is built with
 its `tiny_hyperparameters()` on 16x16x3 frames.
 
 Reusable for a kind registered outside the package: a test module that does
@@ -512,3 +514,119 @@ def test_bad_shapes_raise_value_error_naming_expected_and_given(
   message = str(error.value)
   assert expected in message, message
   assert given in message, message
+
+
+# -- Value errors --------------------------------------------------------------
+
+
+def _bad_value_call(model: envmodels.EnvModel, case: str, mode: str):
+  """(function, args, expected text, given text) for a call whose shapes
+  are right but whose values are not. The tf.function traces leave the
+  batch axis open (None), so what is static eagerly is checked at run time
+  there."""
+  state = model.initial_state(make_context())
+  signature = state_signature(state)
+  graph = mode == "tf_function"
+
+  def step(spec):
+    return (trace(model.step, [signature, spec]) if graph else model.step)
+
+  if case == "float_frames":  # [0, 1] floats would be read as 0-255
+    frames = make_context().astype(np.float32) / 255.0
+    function = (trace(model.initial_state, [tf.TensorSpec(
+        (None, CONTEXT) + FRAME, tf.float32)]) if graph
+                else model.initial_state)
+    return function, (frames,), "expected uint8 frames", "given float32"
+  if case == "empty_batch":
+    frames = np.zeros((0, CONTEXT) + FRAME, np.uint8)
+    function = (trace(model.initial_state, [tf.TensorSpec(
+        (None, CONTEXT) + FRAME, tf.uint8)]) if graph
+                else model.initial_state)
+    return function, (frames,), "expected a batch of B > 0 rows", "0"
+  int_spec = tf.TensorSpec([None, 1], tf.int32)
+  relaxed_spec = tf.TensorSpec([None, 1, NUM_ACTIONS], tf.float32)
+  for value in (5, 10**6, -1):
+    if case == f"int_action_{value}":
+      return (step(int_spec), (state, np.full([BATCH, 1], value, np.int32)),
+              "expected action indices in [0, 5)", str(value))
+  if case == "empty_action_batch":
+    return (step(int_spec), (state, np.zeros([0, 1], np.int32)),
+            "expected a batch of B > 0 rows", "0")
+  relaxed = np.full([BATCH, 1, NUM_ACTIONS], 1.0 / NUM_ACTIONS, np.float32)
+  if case == "relaxed_nan":
+    relaxed[0, 0, 2] = np.nan
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "1")
+  if case == "relaxed_inf":
+    relaxed[1, 0, 0] = np.inf
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "NaN/infinite")
+  if case == "relaxed_negative":
+    relaxed[0, 0] = [-0.5, 1.5, 0.0, 0.0, 0.0]
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "-0.5")
+  if case == "relaxed_unnormalised":
+    relaxed[:] = 1.0
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "4")
+  if case == "rollout_zero_steps":
+    function = lambda s, a: model.rollout(s, a)
+    if graph:
+      function = trace(function, [signature,
+                                  tf.TensorSpec([None, 0, 1], tf.int32)])
+    return (function, (state, np.zeros([BATCH, 0, 1], np.int32)),
+            "expected T >= 1 steps", "[2, 0, 1]" if not graph else "0")
+  raise AssertionError(case)
+
+
+VALUE_CASES = ["float_frames", "empty_batch", "int_action_5",
+               "int_action_1000000", "int_action_-1", "empty_action_batch",
+               "relaxed_nan", "relaxed_inf", "relaxed_negative",
+               "relaxed_unnormalised", "rollout_zero_steps"]
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf_function"])
+@pytest.mark.parametrize("case", VALUE_CASES)
+def test_bad_values_raise_clear_errors_naming_expected_and_given(
+    kind, case, mode):
+  """Eagerly a ValueError; inside tf.function what only run-time values
+  show is an InvalidArgumentError carrying the same text (shapes, dtypes
+  and a static T stay ValueErrors at trace time)."""
+  model = cached_model(kind, 1)
+  function, args, expected, given = _bad_value_call(model, case, mode)
+  errors = (ValueError, tf.errors.InvalidArgumentError)
+  with pytest.raises(errors) as error:
+    function(*args)
+  static = case in ("float_frames", "rollout_zero_steps")
+  if mode == "eager" or static:
+    assert isinstance(error.value, ValueError), error.value
+  else:
+    assert isinstance(error.value, tf.errors.InvalidArgumentError)
+  message = str(error.value)
+  assert expected in message, message
+  assert given in message, message
+
+
+def test_valid_relaxed_actions_pass_the_value_checks(kind):
+  """Softmax rows (float32 and bfloat16), straight-through one-hots and
+  rows off 1 by rounding only are accepted."""
+  model = cached_model(kind, 1)
+  state = model.initial_state(make_context())
+  logits = tf.random.stateless_normal([BATCH, 1, NUM_ACTIONS], seed=[3, 4])
+  soft = tf.nn.softmax(logits)
+  hard = tf.one_hot(tf.argmax(soft, -1), NUM_ACTIONS)
+  for actions in (soft, tf.cast(soft, tf.bfloat16),
+                  hard + soft - tf.stop_gradient(soft), soft * (1 + 1e-4)):
+    _, out = model.step(state, actions)
+    assert out.reward.shape == (BATCH,)
+
+
+def test_value_checks_can_be_turned_off_for_measurements_only():
+  from envmodels import base
+  model = cached_model(KINDS[0], 1)
+  state = model.initial_state(make_context())
+  bad = np.full([BATCH, 1], NUM_ACTIONS, np.int32)
+  with base.value_checks(False):
+    model.step(state, bad)  # the old behaviour: an all-zero one-hot
+  with pytest.raises(ValueError, match=r"expected action indices in \[0, 5\)"):
+    model.step(state, bad)

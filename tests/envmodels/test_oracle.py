@@ -304,6 +304,13 @@ def test_bad_action_shapes_and_values_raise_value_error():
     model.step(state, np.full([2, 3], NUM_ACTIONS, np.int32))
   with pytest.raises(ValueError, match="OracleState"):
     model.step({"handle": state.handle}, np.zeros([2, 3], np.int32))
+  # The API's value checks (envmodels/base.py) cover the oracle too.
+  with pytest.raises(ValueError, match="rows off 1 by up to 1"):
+    model.step(state, np.zeros([2, 3, NUM_ACTIONS], np.float32))
+  with pytest.raises(ValueError, match="expected T >= 1 steps"):
+    model.rollout(state, np.zeros([2, 0, 3], np.int32))
+  with pytest.raises(ValueError, match=r"in \[0, 5\).*min -1"):
+    model.rollout(state, np.full([2, 1, 3], -1, np.int32))
 
 
 def test_initial_state_from_observations_raises_a_clear_error():
