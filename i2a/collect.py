@@ -21,7 +21,7 @@ from __future__ import annotations
 from absl import app, flags
 from ml_collections import config_flags
 
-from i2a import collection
+from i2a import cli, collection
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "configs/collect.py:small", "Collection config file[:preset].")
@@ -38,4 +38,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

@@ -34,7 +34,7 @@ from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import common as envmodel_config
 from envmodels import versions
-from i2a import (collection, io_utils, model_evaluation, pictures,
+from i2a import (cli, collection, io_utils, model_evaluation, pictures,
                  pretraining, runs)
 from i2a.metrics import read_column
 
@@ -219,4 +219,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

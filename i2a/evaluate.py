@@ -15,6 +15,7 @@ import json
 from absl import app, flags
 
 from agents import evaluation
+from i2a import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None,
                                "The workdir of a `python -m i2a.train` run.",
@@ -44,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

@@ -13,7 +13,7 @@ has it). Likelihoods are computed in the same precision.
 from absl import app, flags
 
 from envmodels import precision
-from i2a import model_evaluation
+from i2a import cli, model_evaluation
 
 _MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs.",
                             required=True)
@@ -49,4 +49,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

@@ -32,7 +32,7 @@ import threading
 from absl import app, flags
 from ml_collections import config_flags
 
-from i2a import launching
+from i2a import cli, launching
 
 ROLES = ("", "server", "learner", "actor", "actors")
 
@@ -139,4 +139,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

@@ -18,6 +18,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from agents.planning import running
+from i2a import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "configs/agents/planning.py:minipacman",
@@ -37,4 +38,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

@@ -16,7 +16,7 @@ workdir is written; a coding that cannot represent the rewards is refused
 from absl import app, flags
 from ml_collections import config_flags
 
-from i2a import pretraining
+from i2a import cli, pretraining
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "configs/envmodels/dssm_det.py:small",
@@ -31,4 +31,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

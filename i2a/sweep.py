@@ -35,7 +35,7 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
-from i2a import sweeping
+from i2a import cli, sweeping
 
 _GRID = config_flags.DEFINE_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/.")
@@ -118,4 +118,4 @@ def _main() -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)

@@ -15,6 +15,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from agents import training
+from i2a import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "configs/agents/a2c.py:minipacman",
@@ -33,4 +34,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)
