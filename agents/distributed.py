@@ -91,6 +91,14 @@ class _Setup:
     self.num_actions = environments.num_actions(self.protocol)
     self.observation_shape = tuple(self.protocol.observation_shape)
 
+  def identity(self) -> Dict[str, runs.Identity]:
+    """The workdir's identity record of this run: the envmodel export's
+    fingerprint, after checking its protocol (builder.check_export)."""
+    if not self.config.envmodel:
+      return {}
+    return {builder.ENVMODEL_IDENTITY: builder.check_export(self.config,
+                                                            self.protocol)}
+
   def network(self, role: str, seed_offset: int = 0) -> ActorCriticNetwork:
     """The network with its variables (role: learner or actor)."""
     config, model = self.config, None
@@ -481,10 +489,12 @@ class DistributedLearner:
     setup = _Setup(config)
     tf.random.set_seed(config.seed)
     # Built (its envmodel loaded and checked) before the workdir is written.
+    identity = setup.identity()
     network = setup.network("learner")
     self.workdir = runs.prepare_workdir(workdir, config, setup.protocol,
                                         ignore=training.RESUMABLE_FIELDS,
-                                        legacy=training.LEGACY_VALUES)
+                                        legacy=training.LEGACY_VALUES,
+                                        identity=identity)
     self.client = connect(address, connect_timeout_s, stop)
     check_server_tables(self.client, address, setup.signatures(network))
     self.generation = next_generation(self.workdir)

@@ -100,7 +100,35 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     legacy: Optional[Mapping[str, Any]] = None,
                     identity: Optional[Mapping[str, Identity]] = None) -> str:
   """Creates/validates `workdir`, writes config.json, protocol.json and
-  identity.json; checks everything before writing anything.
+  identity.json once `check_workdir` passes (nothing is written before).
+  Returns the absolute workdir."""
+  workdir = io_utils.ensure_writable_dir(workdir)
+  identities = check_workdir(workdir, config, protocol, ignore, legacy,
+                             identity)
+  config_dict = config.to_dict()
+  io_utils.atomic_write_json(os.path.join(workdir, CONFIG),
+                             _jsonable(config_dict))
+  if "precision" in config:  # what it means on this machine (use_precision)
+    io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
+        requested=config.precision, resolved=precision.current(),
+        cpu_has_bf16=precision.cpu_has_bf16()))
+  if protocol is not None:
+    io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
+                               protocol.to_json())
+  if identity:
+    io_utils.atomic_write_json(os.path.join(workdir, IDENTITY), identities)
+  return workdir
+
+
+def check_workdir(workdir: str, config: ml_collections.ConfigDict,
+                  protocol: Optional[Protocol],
+                  ignore: Iterable[str] = (),
+                  legacy: Optional[Mapping[str, Any]] = None,
+                  identity: Optional[Mapping[str, Identity]] = None
+                  ) -> Dict[str, Any]:
+  """Checks that a run of `config` may start or resume in `workdir`;
+  writes nothing (the workdir need not exist). Returns the identity.json
+  record to write.
 
   Raises ValueError when the workdir holds a run whose config differs
   (outside `ignore`d fields such as budgets that may grow on resume, and
@@ -109,10 +137,7 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
   records another fingerprint for a name in `identity` (names it does not
   record yet, e.g. in a workdir made before identities, are added).
   """
-  workdir = io_utils.ensure_writable_dir(workdir)
-  identity = dict(identity or {})
-  check_protocol_file(workdir, protocol)
-  identities = check_identity(workdir, identity)
+  workdir = os.path.abspath(os.path.expanduser(workdir))
   config_dict = config.to_dict()
   path = os.path.join(workdir, CONFIG)
   traces = [name for name in (PROTOCOL, "checkpoints", "metrics.csv")
@@ -143,17 +168,8 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                               legacy)
     if diff:
       raise ValueError(_difference_message(workdir, diff, legacy))
-  io_utils.atomic_write_json(path, _jsonable(config_dict))
-  if "precision" in config:  # what it means on this machine (use_precision)
-    io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
-        requested=config.precision, resolved=precision.current(),
-        cpu_has_bf16=precision.cpu_has_bf16()))
-  if protocol is not None:
-    io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
-                               protocol.to_json())
-  if identity:
-    io_utils.atomic_write_json(os.path.join(workdir, IDENTITY), identities)
-  return workdir
+  check_protocol_file(workdir, protocol)
+  return check_identity(workdir, dict(identity or {}))
 
 
 def _read_record(path: str, what: str) -> Any:
