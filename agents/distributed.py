@@ -479,6 +479,19 @@ def next_generation(workdir: str) -> int:
   return generation
 
 
+def check_learner(config: ml_collections.ConfigDict, workdir: str) -> None:
+  """Every check the learner makes before it writes into `workdir` (config,
+  envmodel export and its protocol, environment, workdir compatibility),
+  writing nothing: `python -m i2a.launch` runs it (--role=check) before the
+  launcher writes logs/ into the workdir. ValueError says what is wrong."""
+  setup = _Setup(config)
+  identity = setup.identity()
+  setup.network("learner")
+  runs.check_workdir(workdir, config, setup.protocol,
+                     ignore=training.RESUMABLE_FIELDS,
+                     legacy=training.LEGACY_VALUES, identity=identity)
+
+
 class DistributedLearner:
   """The learner process's parts: network, Reverb, LearnerLoop (no actor)."""
 

@@ -1,6 +1,7 @@
 """The binaries' command line: clear errors instead of tracebacks.
 
-Every `python -m i2a.<binary>` runs `app.run(cli.reports_errors(main),
+Every `python -m i2a.<binary>` defines its config flag with
+`cli.define_config_file` and runs `app.run(cli.reports_errors(main),
 flags_parser=cli.parse_flags)`: a --config.FIELD override the config does
 not have, a config file that does not load, and a run the runtime refuses
 (a ValueError that explains itself: a workdir holding another run, an
@@ -17,6 +18,7 @@ import sys
 from typing import Any, Callable, List
 
 from absl import app, flags, logging
+from ml_collections import config_flags
 
 
 def _config_argument(argv: List[str], name: str) -> str:
@@ -28,23 +30,41 @@ def _config_argument(argv: List[str], name: str) -> str:
   return str(flag.default if isinstance(flag.default, str) else "")
 
 
+_CONFIG_FLAGS: List[str] = []  # the names define_config_file defined
+
+
+def define_config_file(name: str, default: str, help_string: str) -> Any:
+  """config_flags.DEFINE_config_file, with a clear error for an override
+  of a field the default config lacks (ml_collections parses the default
+  with the command line's overrides when the flag is defined)."""
+  _CONFIG_FLAGS.append(name)
+  try:
+    return config_flags.DEFINE_config_file(name, default, help_string)
+  except (AttributeError, KeyError) as e:
+    sys.exit("error: " + _bad_override(sys.argv, e))
+
+
 def _bad_override(argv: List[str], error: BaseException) -> str:
   """The clear message for a --config.FIELD override the config lacks."""
-  key = str(error.args[0] if error.args else error).strip("'\" ")
+  text = str(error)
   given = [arg.split("=", 1)[0].lstrip("-") for arg in argv
            if re.match(r"^-{1,2}(no)?\w+\.", arg)]
-  culprits = [g for g in given if key in g.split(".")] or given
+  found = [(g, part) for g in given for part in g.split(".")[1:]
+           if re.search(rf"\b{re.escape(part)}\b", text)]
+  culprits = [g for g, _ in found] or given
+  key = found[0][1] if found else text
+  hint = re.search(r'Did you mean \W*"?(\w+)', text)
   return (f"unknown config field: {', '.join('--' + c for c in culprits)} "
-          f"names {key!r}, which the config file does not have. Check the "
-          "spelling and the nesting (e.g. --config.loss.entropy_coef); "
-          "--helpfull lists every --config.* field of this config.")
+          f"names {key!r}, which the config file does not have"
+          + (f" (did you mean {hint.group(1)!r}?)" if hint else "") +
+          ". Check the spelling and the nesting (e.g. "
+          "--config.loss.entropy_coef); --helpfull lists every --config.* "
+          "field of this config.")
 
 
 def _check_config_flags(argv: List[str]) -> None:
   """Raises app.UsageError for a config flag whose file did not load."""
-  for name in ("config",):  # every binary's config flag
-    if name not in flags.FLAGS:
-      continue
+  for name in _CONFIG_FLAGS:
     flag = flags.FLAGS[name]
     try:
       getattr(flag.value, "to_dict")

@@ -19,11 +19,10 @@ exists is skipped on a rerun; an interrupted split is collected again.
 from __future__ import annotations
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from i2a import cli, collection
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     "config", "configs/collect.py:small", "Collection config file[:preset].")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.",
                                required=True)

@@ -23,7 +23,6 @@ import time
 from typing import Dict, List, Tuple
 
 from absl import app, flags
-from ml_collections import config_flags
 
 import numpy as np
 
@@ -41,7 +40,7 @@ from i2a.metrics import read_column
 STAGES = 6
 TIMING = "demo_time.json"  # the seconds of every invocation, added up
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     "config", "configs/demo.py:small", "Demo config file[:preset].")
 _WORKDIR = flags.DEFINE_string("workdir", "demo_workdir", "Demo directory.")
 

@@ -15,7 +15,9 @@ but the server needs the same I2A_WEIGHTS_KEY):
       --rank=R0 --workdir=LOGDIR --config=...      # N supervised actors
 
 The learner owns the workdir (config.json, checkpoints/, metrics.csv, ... as
-`python -m i2a.train` writes them) and resumes from it; actors seed their
+`python -m i2a.train` writes them) and resumes from it; on one machine its
+checks (config, export and protocol, workdir) run first, in a `--role=check`
+process, so a refused run writes nothing, not even logs/; actors seed their
 environments from config.seed + rank * config.num_envs. The Reverb server
 listens on all interfaces without authentication: see docs/distributed.md
 ("Security"). Runtime: i2a/launching.py (supervision) and
@@ -26,25 +28,26 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from i2a import cli, launching
 
-ROLES = ("", "server", "learner", "actor", "actors")
+ROLES = ("", "server", "learner", "actor", "actors", "check")
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     "config", "configs/agents/a2c.py:minipacman",
     "Agent config file[:preset] under configs/agents/.")
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory (the learner's; logs/ of the launcher).")
 _ROLE = flags.DEFINE_enum(
     "role", "", ROLES, "Run one role alone: server, learner, actor, or "
-    "actors (num_actors supervised actor processes); empty: all of them on "
-    "this machine, supervised.")
+    "actors (num_actors supervised actor processes), check (the learner's "
+    "checks of config, export and workdir; writes nothing); empty: all of "
+    "them on this machine, supervised.")
 _NUM_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actor processes.")
 _REVERB_ADDRESS = flags.DEFINE_string(
     "reverb_address", "", "HOST:PORT of the Reverb server (--role=learner, "
@@ -77,6 +80,15 @@ def _supervise() -> int:
   if role == "actors":
     _require(bool(_REVERB_ADDRESS.value), "--role=actors needs "
              "--reverb_address=HOST:PORT of the server.")
+  if role == "":
+    # Everything the learner checks, checked before the launcher writes
+    # logs/ into the workdir (in a child: the supervisor imports no TF).
+    check = subprocess.run(
+        [sys.executable, "-m", "i2a.launch", "--role=check",
+         f"--workdir={_WORKDIR.value}",
+         *launching.config_arguments(sys.argv[1:])], check=False)
+    if check.returncode:
+      return check.returncode
   launcher = launching.Launcher(
       launching.config_arguments(sys.argv[1:]), _WORKDIR.value,
       num_actors=_NUM_ACTORS.value, port=_PORT.value or None,
@@ -93,6 +105,10 @@ def _run_role() -> int:
   from agents import distributed
   from agents import variables
   role, config = _ROLE.value, _CONFIG.value
+  if role == "check":
+    _require(bool(_WORKDIR.value), "--role=check needs --workdir.")
+    distributed.check_learner(config, _WORKDIR.value)
+    return 0
   launching.die_with_launcher()
   stop = threading.Event()
   if role == "server":

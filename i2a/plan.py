@@ -15,12 +15,11 @@ episode_000.gif, episode_000.png}.
 import json
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from agents.planning import running
 from i2a import cli
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     "config", "configs/agents/planning.py:minipacman",
     "Planner config file[:preset]: configs/agents/planning.py.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",

@@ -14,11 +14,10 @@ workdir is written; a coding that cannot represent the rewards is refused
 """
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from i2a import cli, pretraining
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     "config", "configs/envmodels/dssm_det.py:small",
     "Envmodel config file[:preset] under configs/envmodels/.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",

@@ -205,12 +205,13 @@ def check_protocol_file(workdir: str, protocol: Optional[Protocol]) -> None:
         "run.")
 
 
-def check_identity(workdir: str, identity: Mapping[str, Identity]
-                   ) -> Dict[str, Any]:
+def check_identity(workdir: str, identity: Mapping[str, Identity],
+                   recording: bool = True) -> Dict[str, Any]:
   """The identity.json record with `identity` merged in; ValueError naming
   both fingerprints if the workdir recorded another one for a name. A name
   not recorded yet (a workdir made before identity.json) is added: the
-  legacy path. Writes nothing."""
+  legacy path (`recording`: the caller writes the result). Writes
+  nothing."""
   path = os.path.join(workdir, IDENTITY)
   recorded: Dict[str, Any] = {}
   if os.path.exists(path):
@@ -230,7 +231,8 @@ def check_identity(workdir: str, identity: Mapping[str, Identity]
           f"Resuming would mix two experiments. Use a new --workdir for "
           f"this {new.what}, or restore the original {new.what} "
           f"({old.get('path')}) and pass it again.")
-    if old is None and os.path.exists(os.path.join(workdir, CONFIG)):
+    if (recording and old is None and
+        os.path.exists(os.path.join(workdir, CONFIG))):
       logging.warning("workdir %s was made before %s recorded identities: "
                       "recording the %s fingerprint %s of %s now.", workdir,
                       IDENTITY, new.what, new.fingerprint, new.path)

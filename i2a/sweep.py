@@ -33,11 +33,10 @@ import sys
 import time
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from i2a import cli, sweeping
 
-_GRID = config_flags.DEFINE_config_file(
+_GRID = cli.define_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "The sweep directory.",
                                required=True)

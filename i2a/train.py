@@ -12,12 +12,11 @@ refused). See docs/agents.md.
 """
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from agents import training
 from i2a import cli
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     "config", "configs/agents/a2c.py:minipacman",
     "Agent config file[:preset] under configs/agents/.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
