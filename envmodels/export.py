@@ -229,6 +229,12 @@ def _load_spec_json(export_dir: str) -> Dict[str, Any]:
     if not isinstance(data.get(key), kind):
       raise ExportError(f"{path!r} is corrupt: field {key!r} must be a JSON "
                         f"object, found {data.get(key)!r}.")
+  spec_version = data["spec"].get("version", version)
+  if (not isinstance(spec_version, int) or isinstance(spec_version, bool)
+      or spec_version not in READABLE_VERSIONS):
+    raise ExportError(f"{path!r} is corrupt: spec.version must be one of "
+                      f"the format versions {list(READABLE_VERSIONS)}, found "
+                      f"{spec_version!r}.")
   return data
 
 

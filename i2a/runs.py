@@ -168,8 +168,9 @@ def check_workdir(workdir: str, config: ml_collections.ConfigDict,
                               legacy)
     if diff:
       raise ValueError(_difference_message(workdir, diff, legacy))
+  identities = check_identity(workdir, dict(identity or {}))
   check_protocol_file(workdir, protocol)
-  return check_identity(workdir, dict(identity or {}))
+  return identities
 
 
 def _read_record(path: str, what: str) -> Any:
