@@ -104,6 +104,7 @@ def test_an_unreachable_reverb_address_is_refused_before_collecting(tmp_path):
   with pytest.raises(ConnectionError, match="no Reverb server answered"):
     collection.run(_tiny(), str(tmp_path), reverb_address="localhost:1")
   assert not os.path.exists(tmp_path / "dataset")
+  assert not os.path.exists(tmp_path / "config.json")  # checked first
 
 
 def test_overlapping_train_and_test_seeds_are_refused(tmp_path):

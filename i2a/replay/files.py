@@ -253,8 +253,8 @@ def dataset_fingerprint(dataset_dir: str) -> str:
 
   Two directories with the same fingerprint hold the same episodes under
   the same protocol; a copied or moved dataset keeps its fingerprint.
-  Pretraining records it in its workdir and its export (docs/datasets.md,
-  "Identity"). Raises DatasetError for a split that cannot be read.
+  Pretraining records it in its workdir and its export (README.md,
+  "Guarantees"). Raises DatasetError for a split that cannot be read.
   """
   manifests = {split: read_manifest(split_path(dataset_dir, split))
                for split in ("train", "test")}
