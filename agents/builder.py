@@ -36,7 +36,6 @@ from absl import logging
 import envmodels
 from agents.a2c import networks as a2c_networks
 from agents.base import ActorCriticNetwork
-from envmodels.export import SPEC_FILE
 from i2a import environments, runs
 
 NetworkFactory = Callable[..., ActorCriticNetwork]
@@ -126,7 +125,7 @@ def export_protocol(export_dir: str
   try:
     if isinstance(recorded, dict):
       return (environments.Protocol.from_json(recorded),
-              os.path.join(export_dir, SPEC_FILE))
+              f"the provenance in {os.path.join(export_dir, 'spec.json')}")
     path = os.path.join(os.path.dirname(os.path.abspath(export_dir)),
                         runs.PROTOCOL)
     if os.path.exists(path):

@@ -10,7 +10,7 @@ import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
 from envmodels import reward_coding
-from i2a import collection, io_utils, pretraining, runs
+from i2a import collection, environments, io_utils, pretraining, runs
 from i2a.metrics import read_column
 from i2a.replay import cache, datasets, files
 
@@ -197,8 +197,8 @@ def test_the_dataset_fingerprint_goes_into_identity_json_and_the_export(
   assert identity["data"]["path"] == os.path.abspath(dataset)
   provenance = envmodels.provenance(os.path.join(workdir, "export"))
   assert provenance["data"]["fingerprint"] == fingerprint
-  assert provenance["protocol"] == pretraining.dataset_protocol(
-      dataset).to_json()
+  assert environments.Protocol.from_json(
+      provenance["protocol"]) == pretraining.dataset_protocol(dataset)
 
 
 def test_a_finished_run_with_another_dataset_is_refused_before_writing(

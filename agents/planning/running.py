@@ -16,11 +16,12 @@ every model step (c primitive steps for a jumpy model). `config.policy =
 'random'` plays the uniform random policy instead, on the same seeds: the
 baseline.
 
-Writes WORKDIR/{config.json, protocol.json, identity.json} and WORKDIR/eval/scores.json
-(returns, lengths, mean, std, planning time per env step, env steps/s,
-the model spec and planner settings), eval/episode_000.gif (the first
-episode) and eval/episode_000.png (a strip of its frames); prints a
-progress line (env steps, env steps/s, ETA) while it runs.
+Writes WORKDIR/{config.json, protocol.json, identity.json} and
+WORKDIR/eval/scores.json (returns, lengths, mean, std, planning time per
+env step, env steps/s, the model spec and planner settings),
+eval/episode_000.gif (the first episode) and eval/episode_000.png (a strip
+of its frames); prints a progress line (env steps, env steps/s, ETA) while
+it runs.
 """
 
 from __future__ import annotations
