@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -30,14 +30,15 @@ def _config_argument(argv: List[str], name: str) -> str:
   return str(flag.default if isinstance(flag.default, str) else "")
 
 
-_CONFIG_FLAGS: List[str] = []  # the names define_config_file defined
+# The config flags define_config_file defined: name -> default FILE[:preset].
+_CONFIG_FLAGS: Dict[str, str] = {}
 
 
 def define_config_file(name: str, default: str, help_string: str) -> Any:
   """config_flags.DEFINE_config_file, with a clear error for an override
   of a field the default config lacks (ml_collections parses the default
   with the command line's overrides when the flag is defined)."""
-  _CONFIG_FLAGS.append(name)
+  _CONFIG_FLAGS[name] = default
   try:
     return config_flags.DEFINE_config_file(name, default, help_string)
   except (AttributeError, KeyError) as e:
@@ -64,7 +65,7 @@ def _bad_override(argv: List[str], error: BaseException) -> str:
 
 def _check_config_flags(argv: List[str]) -> None:
   """Raises app.UsageError for a config flag whose file did not load."""
-  for name in _CONFIG_FLAGS:
+  for name, default in _CONFIG_FLAGS.items():
     flag = flags.FLAGS[name]
     try:
       getattr(flag.value, "to_dict")
@@ -75,12 +76,11 @@ def _check_config_flags(argv: List[str]) -> None:
       raise app.UsageError(
           f"--{name}={argument} cannot be loaded: {detail}\nPass a config "
           "file[:preset] that exists, relative to the directory you run "
-          "from (the repository root), e.g. "
-          "--config=configs/agents/a2c.py:tiny.") from None
+          f"from (the repository root), e.g. --{name}={default}.") from None
 
 
 def parse_flags(argv: List[str]) -> List[str]:
-  """absl's flag parsing (app.run(main, flags_parser=runs.parse_flags)) with
+  """absl's flag parsing (app.run(main, flags_parser=cli.parse_flags)) with
   clear errors for a --config.FIELD override the config lacks and a config
   file that does not load, instead of a traceback."""
   try:
