@@ -15,14 +15,15 @@ An export directory holds
   variables/variables.* a tf.train.Checkpoint of the module (TensorFlow's
                          object-based checkpoint: .index + .data-*)
 
-`fingerprint(export_dir)` is the export's identity: sha256 of spec.json (as
-canonical JSON) and of every variables file. Agent runs record it in their
-workdir and refuse to resume with another export (docs/agents.md,
-"Guarantees"). Exports written before provenance existed load as before;
-their provenance reads as unknown.
 It is written into a temporary sibling directory and renamed into place, so
 a reader never sees a half-written export. Loading rebuilds the model from
 the registry with the recorded hyperparameters: no training config needed.
+
+`fingerprint(export_dir)` is the export's identity: sha256 of spec.json (as
+canonical JSON) and of every variables file. Agent runs record it in their
+workdir and refuse to resume with another export (README.md,
+"Guarantees"). Exports written before provenance existed load as before;
+their provenance reads as unknown.
 
 Format version policy: `FORMAT_VERSION` (envmodels.base) is bumped on any
 change an older `load` could not read; `load` reads every version in
