@@ -21,7 +21,8 @@ import time
 
 import numpy as np
 
-from i2a import collection, environments
+from i2a import environments
+from i2a.run import collect as collection
 from i2a.replay import tables
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")

@@ -59,7 +59,9 @@ from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
 from configs.envmodels import sssm_action_free as sssm_config
-from i2a import collection, io_utils, pictures, pretraining, runs
+from i2a import io_utils, pictures, runs
+from i2a.run import collect as collection
+from i2a.run import pretrain as pretraining
 from i2a.metrics import read_column
 
 RESULTS = os.path.join(HERE, "results")

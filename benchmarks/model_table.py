@@ -3,7 +3,7 @@
 Collects a random-policy MsPacman dataset, pretrains every model kind (VAE
 baseline, AR, RAR, dSSM-DET, dSSM-VAE, sSSM, and a jumpy sSSM with c = 3)
 for the same number of steps and batch size, then runs
-`i2a.model_evaluation` on all of them in one run. Writes
+`i2a.run.evaluate_models` on all of them in one run. Writes
 benchmarks/results/model_table.{md,json}; the run's workdir is kept under
 --workdir so a rerun resumes (each stage skips what is finished).
 
@@ -18,7 +18,10 @@ import time
 
 from configs import collect as collect_config
 from configs.envmodels import common as envmodel_config
-from i2a import collection, io_utils, model_evaluation, pretraining
+from i2a import io_utils
+from i2a.run import collect as collection
+from i2a.run import evaluate_models as model_evaluation
+from i2a.run import pretrain as pretraining
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 MODELS = (("vae", 1), ("ar", 1), ("rar", 1), ("dssm_det", 1),

@@ -40,7 +40,8 @@ from agents.planning.planner import (CEMPlanner, PlannerConfig,
                                      UniformRandomPolicy, make_oracle)
 from configs.agents import planning as planning_config
 from configs.envmodels import common as envmodel_config
-from i2a import environments, pretraining
+from i2a import environments
+from i2a.run import pretrain as pretraining
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SSSM_JUMP = 3

@@ -9,7 +9,7 @@ XLA (`--xla`).
 
 Accuracy (`--accuracy_steps` > 0): the same MiniPacman pretraining twice,
 from the same initialisation and batches, in fp32 and in the reduced
-precision, through `i2a.pretraining.Pretrainer` on a dataset collected
+precision, through `i2a.run.pretrain.Pretrainer` on a dataset collected
 here (uniform random policy), and the held-out nats per frame of both at
 equal steps (the aim: within 2%).
 
@@ -37,7 +37,8 @@ import tensorflow as tf
 
 import envmodels
 from envmodels import precision
-from i2a import io_utils, pretraining
+from i2a import io_utils
+from i2a.run import pretrain as pretraining
 
 RESULTS = os.path.join(HERE, "results")
 FRAME = (104, 80, 3)
@@ -110,7 +111,7 @@ def speed(kinds: List[str], precisions: List[str], batch_size: int,
 def accuracy(steps: int, reduced: str) -> Dict[str, Any]:
   """Held-out nats/frame of a MiniPacman dSSM-DET pretrained for `steps` in
   fp32 and in `reduced`, same seed and data."""
-  from i2a import collection  # pylint: disable=import-outside-toplevel
+  from i2a.run import collect as collection  # pylint: disable=import-outside-toplevel
   from configs import collect as collect_config  # pylint: disable=import-outside-toplevel
   from configs.envmodels import dssm_det  # pylint: disable=import-outside-toplevel
   results: Dict[str, Any] = {}

@@ -50,7 +50,8 @@ import tensorflow as tf
 
 import envmodels
 from envmodels import base, precision
-from i2a import io_utils, pretraining
+from i2a import io_utils
+from i2a.run import pretrain as pretraining
 
 RESULTS = os.path.join(HERE, "results")
 ENVS, ROLLOUTS, DEPTH = 16, 5, 3

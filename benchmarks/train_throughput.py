@@ -65,7 +65,8 @@ def envmodel_export(model_config_file: str, agent_config_file: str,
   is pretrained; the model's architecture and compute are the real ones."""
   def setup(tmpdir: str) -> Dict[str, Any]:
     import envmodels  # pylint: disable=import-outside-toplevel
-    from i2a import pretraining, runs  # pylint: disable=import-outside-toplevel
+    from i2a import runs  # pylint: disable=import-outside-toplevel
+    from i2a.run import pretrain as pretraining  # pylint: disable=import-outside-toplevel
     module = importlib.import_module(
         model_config_file[:-len(".py")].replace("/", "."))
     agent = importlib.import_module(

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from absl import flags
 
-from i2a import cli, collection
+from i2a import cli
+from i2a.run import collect as collection
 
 _CONFIG = cli.DEFINE_config_file(
     "config", "configs/collect.py:small", "Collection config file[:preset].")

@@ -32,8 +32,10 @@ from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import common as envmodel_config
 from i2a import versions
-from i2a import (cli, collection, io_utils, model_evaluation, pictures,
-                 pretraining, runs)
+from i2a import cli, io_utils, pictures, runs
+from i2a.run import collect as collection
+from i2a.run import evaluate_models as model_evaluation
+from i2a.run import pretrain as pretraining
 from i2a.metrics import read_column
 
 STAGES = 6

@@ -17,7 +17,8 @@ import os
 from absl import flags
 
 from envmodels import precision
-from i2a import cli, model_evaluation, runs
+from i2a import cli, runs
+from i2a.run import evaluate_models as model_evaluation
 
 _MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs "
                             "(required).")

@@ -24,7 +24,7 @@ checks (config, export and protocol, workdir) run first, in a `--role=check`
 process, so a refused run writes nothing, not even logs/; actors seed their
 environments from config.seed + rank * config.num_envs. The Reverb server
 listens on all interfaces without authentication: see docs/distributed.md
-("Security"). Runtime: i2a/launching.py (supervision) and
+("Security"). Runtime: i2a/run/launch.py (supervision) and
 agents/distributed.py (the roles).
 """
 
@@ -38,7 +38,8 @@ import threading
 
 from absl import app, flags
 
-from i2a import cli, launching
+from i2a import cli
+from i2a.run import launch as launching
 
 ROLES = ("", "server", "learner", "actor", "actors", "check")
 

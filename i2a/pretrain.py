@@ -15,7 +15,8 @@ workdir is written; a coding that cannot represent the rewards is refused
 
 from absl import flags
 
-from i2a import cli, pretraining
+from i2a import cli
+from i2a.run import pretrain as pretraining
 
 _CONFIG = cli.DEFINE_config_file(
     "config", "configs/envmodels/dssm_det.py:small",

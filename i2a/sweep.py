@@ -34,7 +34,8 @@ import time
 
 from absl import app, flags
 
-from i2a import cli, sweeping
+from i2a import cli
+from i2a.run import sweep as sweeping
 
 _GRID = cli.DEFINE_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/ "
@@ -83,7 +84,7 @@ def _stop_on_signals(control: sweeping.Control) -> None:
 
 def main(argv):
   del argv
-  # Each run is its own process (python -m i2a.sweeping), which sets up its
+  # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
   cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER],
             devices=False)

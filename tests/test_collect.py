@@ -13,7 +13,7 @@ from agents.a2c import networks as a2c_networks
 from agents.acting import FrameWindows, sample_actions
 from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
-from i2a import collection
+from i2a.run import collect as collection
 from i2a.environments import Protocol
 from i2a.replay import files
 

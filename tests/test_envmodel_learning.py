@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import envmodels
 from configs import collect as collect_config
-from i2a import collection
+from i2a.run import collect as collection
 from i2a.replay import datasets, files
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,8 @@ import tensorflow as tf
 
 from agents import variables as variables_lib
 from agents.variables import VariableClient, VariablePublisher
-from i2a import io_utils, launching
+from i2a import io_utils
+from i2a.run import launch as launching
 from i2a.metrics import read_column
 from i2a.replay import tables
 

@@ -1,4 +1,4 @@
-"""The Table 1 form (i2a/model_evaluation.py): held-out likelihood, the
+"""The Table 1 form (i2a/run/evaluate_models.py): held-out likelihood, the
 open-loop prediction error against copy-last-frame, and the table."""
 
 import os
@@ -9,7 +9,9 @@ import pytest
 import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
-from i2a import collection, model_evaluation, pretraining
+from i2a.run import collect as collection
+from i2a.run import evaluate_models as model_evaluation
+from i2a.run import pretrain as pretraining
 from i2a.replay import datasets, files
 
 

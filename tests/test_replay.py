@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from i2a import collection
+from i2a.run import collect as collection
 from i2a.environments import preset
 from i2a.replay import datasets, episodes, files, tables, writers
 from tests import fakes

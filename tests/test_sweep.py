@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from i2a import io_utils, sweeping
+from i2a import io_utils
+from i2a.run import sweep as sweeping
 from i2a.metrics import read_column
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -453,7 +454,7 @@ def test_a_started_run_whose_input_changed_is_refused(swept):
 def test_a_stopped_pretraining_run_checkpoints_the_step_it_reached(tmp_path):
   from configs import collect as collect_config  # pylint: disable=import-outside-toplevel
   from configs.envmodels import dssm_det  # pylint: disable=import-outside-toplevel
-  from i2a import collection  # pylint: disable=import-outside-toplevel
+  from i2a.run import collect as collection  # pylint: disable=import-outside-toplevel
 
   class StopAfter:
     """A stop request seen from the `calls`-th question on."""

@@ -18,7 +18,8 @@ from tensorflow.python.framework import config as tf_config
 
 from configs.envmodels import sssm
 from envmodels import versions
-from i2a import cli, launching, runs, startup
+from i2a import cli, runs, startup
+from i2a.run import launch as launching
 from i2a.environments import minipacman
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -3,8 +3,8 @@ the emulator ORACLE, each beat the uniform random policy on
 MiniPacman-avoid-v0 (where the ghost matters).
 
 Trained model: the whole pipeline at a small budget: collect a
-uniform-random dataset (i2a.collection, preset `minipacman`, 20k train / 2k
-test steps), pretrain a small dSSM-DET (i2a.pretraining, preset
+uniform-random dataset (i2a.run.collect, preset `minipacman`, 20k train / 2k
+test steps), pretrain a small dSSM-DET (i2a.run.pretrain, preset
 `minipacman`: 32 channels, jump 1, 500 steps), train I2A-distillation on its
 frozen export (agents.training, preset `minipacman` of configs/agents/i2a.py,
 unchanged), and evaluate it over the same 100 episodes as the uniform random
@@ -25,7 +25,9 @@ from agents import evaluation, training
 from configs import collect as collect_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
-from i2a import collection, pretraining, runs
+from i2a import runs
+from i2a.run import collect as collection
+from i2a.run import pretrain as pretraining
 from i2a.metrics import read_column
 from i2a.replay import datasets, files
 

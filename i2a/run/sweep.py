@@ -22,7 +22,7 @@ A reference is 'stage/name/seedN', or 'stage/name': the run of the
 referring run's seed, or the only seed of that run.
 
 Running (`run_sweep`): one job at a time, each in a child process
-(`python -m i2a.sweeping JOB_FILE`: a crash, a leak or a process-wide
+(`python -m i2a.run.sweep JOB_FILE`: a crash, a leak or a process-wide
 setting such as the compute precision stays with its run, and a new
 process starts from a clean TensorFlow), in dependency order, evaluations
 first when they are ready. A job's record `sweep_run.json` in its workdir
@@ -845,7 +845,7 @@ def _check_identity(sweep_dir: str, plan: Plan) -> Dict[str, Any]:
 
 
 def _child_env() -> Dict[str, str]:
-  from i2a import launching  # pylint: disable=import-outside-toplevel
+  from i2a.run import launch as launching  # pylint: disable=import-outside-toplevel
   env = dict(os.environ)
   env[launching.LAUNCHER_PID_ENV] = str(os.getpid())
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -886,7 +886,7 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
              deadline: Optional[float], python: str) -> str:
   """Runs one attempt of `job` in a child process; returns its state
   (done, stopped or failed) after recording it."""
-  from i2a import launching  # pylint: disable=import-outside-toplevel
+  from i2a.run import launch as launching  # pylint: disable=import-outside-toplevel
   plan = sweep.plan
   os.makedirs(job.workdir, exist_ok=True)
   record = read_record(job.workdir) or {}
@@ -933,7 +933,7 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
               f"===\n".encode())
     log.flush()
     child = subprocess.Popen(
-        [python, "-m", "i2a.sweeping", os.path.join(job.workdir, JOB)],
+        [python, "-m", "i2a.run.sweep", os.path.join(job.workdir, JOB)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         env=_child_env(), start_new_session=True)
   stop_sent = hurry_sent = None
@@ -1102,7 +1102,7 @@ def _install_stop_handler(stop: threading.Event, interrupt: bool) -> None:
 def _run_collect(config: ml_collections.ConfigDict, workdir: str,
                  stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
   del stop  # an interrupted split is collected again (its runtime's rule)
-  from i2a import collection  # pylint: disable=import-outside-toplevel
+  from i2a.run import collect as collection  # pylint: disable=import-outside-toplevel
   manifests = collection.run(config, workdir)
   return "done", {split: dict(steps=m.get("steps"), episodes=m.get("episodes"))
                   for split, m in manifests.items()}
@@ -1112,7 +1112,7 @@ def _run_pretrain(config: ml_collections.ConfigDict, workdir: str,
                   stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
   """Pretrains; a stop request checkpoints the step reached and ends (the
   next invocation resumes there)."""
-  from i2a import pretraining  # pylint: disable=import-outside-toplevel
+  from i2a.run import pretrain as pretraining  # pylint: disable=import-outside-toplevel
   pretrainer = pretraining.Pretrainer(config, workdir)
   held_out = pretrainer.train(should_stop=stop.is_set)
   if held_out is None:
@@ -1150,7 +1150,7 @@ def _run_evaluate_models(params: Dict[str, Any], workdir: str,
   del stop
   # pylint: disable=import-outside-toplevel
   from envmodels import precision
-  from i2a import model_evaluation
+  from i2a.run import evaluate_models as model_evaluation
   precision.set_precision(params["precision"])
   rows = model_evaluation.evaluate(
       params["models"], params["data"], T=params["T"],
@@ -1167,10 +1167,11 @@ _RUNNERS = {"collect": _run_collect, "pretrain": _run_pretrain,
 
 
 def child_main(job_file: str) -> None:
-  """Runs one job in this process (`python -m i2a.sweeping JOB_FILE`),
+  """Runs one job in this process (`python -m i2a.run.sweep JOB_FILE`),
   writes its result next to the job file and ends the process (status 1
   when the run failed)."""
-  from i2a import cli, launching  # pylint: disable=import-outside-toplevel
+  from i2a import cli  # pylint: disable=import-outside-toplevel
+  from i2a.run import launch as launching  # pylint: disable=import-outside-toplevel
   job = io_utils.read_json(job_file)
   launching.die_with_launcher()
   cli.setup_devices()  # memory growth, as every binary's process
@@ -1633,6 +1634,6 @@ def parse_duration(text: str) -> float:
 
 if __name__ == "__main__":
   if len(sys.argv) != 2:
-    sys.exit("usage: python -m i2a.sweeping JOB_FILE (run by python -m "
+    sys.exit("usage: python -m i2a.run.sweep JOB_FILE (run by python -m "
              "i2a.sweep)")
   child_main(sys.argv[1])
