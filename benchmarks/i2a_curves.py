@@ -16,7 +16,7 @@ MiniPacman-avoid-v0 (where the ghost matters):
        i2a_imagination_prior   I2A on the action-free sSSM, learned p_imag
        i2a_oracle              I2A-distillation on the emulator itself
                                (network.model=oracle: the upper bound)
-  4. evaluate each over the same --episodes episodes (agents.evaluation),
+  4. evaluate each over the same --episodes episodes (i2a.run.evaluate),
      and the uniform random policy over them too.
 Writes benchmarks/results/i2a_curves.png (mean training episode return per
 logging interval vs environment steps, i2a.pictures.line_plot, the random
@@ -53,7 +53,8 @@ sys.path.insert(0, os.path.dirname(HERE))  # the repository root, for configs/
 import numpy as np
 import tensorflow as tf
 
-from agents import evaluation, training
+from i2a.run import evaluate as evaluation
+from i2a.run import train as training
 from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config

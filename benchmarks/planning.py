@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
-from agents.planning import running
+from i2a.run import plan as running
 from agents.planning.planner import (CEMPlanner, PlannerConfig,
                                      UniformRandomPolicy, make_oracle)
 from configs.agents import planning as planning_config

@@ -2,7 +2,7 @@
 
 Each row trains the same config (default: A2C, minipacman preset: 16 envs x
 5-step unrolls, batch 16) for `--seconds` of wall time after a warm-up:
-  embedded   agents/training.py's Trainer in this process: actor and learner
+  embedded   i2a/run/train.py's Trainer in this process: actor and learner
              alternate (python -m i2a.train);
   N actors   python -m i2a.launch --num_actors=N: a Reverb server, N actor
              processes and a learner process on this machine.
@@ -45,7 +45,7 @@ sys.path.insert(0, ROOT)  # the repository root, for configs/
 import numpy as np
 import tensorflow as tf
 
-from agents import training
+from i2a.run import train as training
 from i2a import io_utils
 
 RESULTS = os.path.join(HERE, "results")

@@ -1,4 +1,4 @@
-"""Training throughput of agents in the embedded runtime (agents/training.py).
+"""Training throughput of agents in the embedded runtime (i2a/run/train.py).
 
 For each row (a named agent config), builds the real Trainer (Reverb server,
 actor, learner) in a temporary workdir, runs `--warmup` updates (tracing,
@@ -42,7 +42,7 @@ import ml_collections
 import numpy as np
 import tensorflow as tf
 
-from agents import training
+from i2a.run import train as training
 from i2a import io_utils
 
 RESULTS = os.path.join(HERE, "results")

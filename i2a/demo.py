@@ -25,8 +25,8 @@ from typing import Dict, List, Sequence, Tuple
 from absl import flags
 import numpy as np
 
-from agents import evaluation as agent_evaluation
-from agents import training as agent_training
+from i2a.run import evaluate as agent_evaluation
+from i2a.run import train as agent_training
 from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config

@@ -22,7 +22,7 @@ import os
 
 from absl import flags
 
-from agents import evaluation
+from i2a.run import evaluate as evaluation
 from i2a import cli, io_utils, runs
 
 _WORKDIR = flags.DEFINE_string(

@@ -25,7 +25,7 @@ process, so a refused run writes nothing, not even logs/; actors seed their
 environments from config.seed + rank * config.num_envs. The Reverb server
 listens on all interfaces without authentication: see docs/distributed.md
 ("Security"). Runtime: i2a/run/launch.py (supervision) and
-agents/distributed.py (the roles).
+i2a/run/distributed.py (the roles).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _supervise() -> int:
 def _run_role() -> int:
   cli.setup_devices(cli.DETERMINISTIC.value)  # TF only where a role runs
   # pylint: disable=import-outside-toplevel
-  from agents import distributed
+  from i2a.run import distributed
   from agents import variables
   role, config = _ROLE.value, _CONFIG.value
   if role == "check":

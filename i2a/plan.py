@@ -16,7 +16,7 @@ import json
 
 from absl import flags
 
-from agents.planning import running
+from i2a.run import plan as running
 from i2a import cli
 
 _CONFIG = cli.DEFINE_config_file(

@@ -4,7 +4,7 @@ r"""python -m i2a.train: train an agent (A2C, I2A) on a protocol's environment.
       [--config.env_steps=200000] [--config.envmodel=PRETRAIN_DIR/export]
 
 Embedded mode: one process runs the Reverb server, the actor and the
-learner (agents/training.py). Writes DIR/{config.json, protocol.json,
+learner (i2a/run/train.py). Writes DIR/{config.json, protocol.json,
 checkpoints/, tb/, metrics.csv, images/learning_curve.png}; rerunning in
 the same workdir resumes from the newest checkpoint (a larger
 --config.env_steps continues a finished run; a changed experiment is
@@ -13,7 +13,7 @@ refused). See docs/agents.md.
 
 from absl import flags
 
-from agents import training
+from i2a.run import train as training
 from i2a import cli
 
 _CONFIG = cli.DEFINE_config_file(

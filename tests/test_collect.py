@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import builder, evaluation, training
+from agents import builder
+from i2a.run import evaluate as evaluation
+from i2a.run import train as training
 from agents.a2c import networks as a2c_networks
 from agents.acting import FrameWindows, sample_actions
 from configs import collect as collect_config

@@ -10,7 +10,7 @@ the package (`envmodels.register(KIND)(ToyLinearModel)`). It then
     test_conformance.py, `pytest_generate_tests`), the export test loading it
     in a fresh process that imports this module (CONFORMANCE_IMPORTS);
   * is exported, loaded frozen and trained inside the I2A for a few updates
-    (configs/agents/i2a.py:tiny on MiniPacman, agents.training.run).
+    (configs/agents/i2a.py:tiny on MiniPacman, i2a.run.train.run).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
-from agents import training
+from i2a.run import train as training
 from configs.agents import i2a as i2a_config
 from i2a.metrics import read_column
 # The conformance suite, run over CONFORMANCE_KINDS below.

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agents import training
+from i2a.run import train as training
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from i2a import environments, runs

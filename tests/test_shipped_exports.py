@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from agents import builder
 from configs.agents import i2a as i2a_config
 from i2a import runs
+from i2a.run import exports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # export -> the agent preset it is shipped for.
@@ -33,7 +33,7 @@ def test_a_shipped_export_loads_agrees_and_rolls_out(path, preset):
   export = os.path.join(ROOT, path)
   config = i2a_config.get_config(preset)
   protocol = runs.protocol_from_config(config)
-  identity = builder.check_export(config, protocol, export)  # agrees
+  identity = exports.check_export(config, protocol, export)  # agrees
   assert identity.fingerprint == envmodels.fingerprint(export)
   provenance = envmodels.provenance(export)
   assert len(provenance["data"]["fingerprint"]) == 64

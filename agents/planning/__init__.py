@@ -6,7 +6,7 @@ over discrete actions, scores candidates by the model's predicted rewards,
 executes the first (c primitive) actions and replans (PlaNet-style MPC,
 Hafner et al. 2019, with the frozen, pluggable models of Buesing et al.
 2018 or the emulator oracle). Runtime of `python -m i2a.plan`:
-agents/planning/running.py; config: configs/agents/planning.py; guide:
+i2a/run/plan.py; config: configs/agents/planning.py; guide:
 docs/planning.md.
 """
 

@@ -8,7 +8,7 @@ cross-entropy method (agents/planning/cem.py), scoring each candidate by the
 model's predicted rewards (summed, discounted per model step, averaged over
 `num_samples` model samples), and returns the first model step of the best
 plan: one primitive action, or c of them for a jumpy model. The caller
-executes them and plans again (agents/planning/running.py does that for the
+executes them and plans again (i2a/run/plan.py does that for the
 `python -m i2a.plan` binary).
 
 Batching: all N environments' candidates go through the model in one

@@ -3,7 +3,7 @@
   python -m i2a.train --config=configs/agents/a2c.py:minipacman --workdir=DIR
 
 `make_config(agent, preset, config_file)` holds everything the runtime
-(agents/training.py) reads: the protocol, the actor (environments, unroll
+(i2a/run/train.py) reads: the protocol, the actor (environments, unroll
 length), the learner (batch, loss, optimizer), the budget and the cadence of
 logs, checkpoints and plots. An agent's config file adds its network fields
 under `config.network` (read by the network factory registered under
@@ -62,7 +62,7 @@ def make_config(agent: str, preset: str,
       learning_rate=7e-4, decay=0.99, epsilon=1e-5, clip_norm=0.5))
   config.network = ml_collections.ConfigDict()  # the agent's config fills it
   # Budget, in environment (agent) steps over all environments. It and the
-  # cadence below may change on resume (agents.training.RESUMABLE_FIELDS);
+  # cadence below may change on resume (i2a.run.train.RESUMABLE_FIELDS);
   # any other change is refused (a different experiment).
   config.env_steps = 2_000_000
   # Cadence, in learner steps.
@@ -71,7 +71,7 @@ def make_config(agent: str, preset: str,
   config.keep_checkpoints = 3
   config.plot_every = 2_000
   config.eval_episodes = 10  # default of `python -m i2a.evaluate`
-  # Evaluation during training (agents/evaluation.py TrainingEvaluation):
+  # Evaluation during training (i2a/run/evaluate.py TrainingEvaluation):
   # every eval_every environment steps (0: off) and at the end of the
   # budget, eval_episodes episodes of environments of its own (the seeds of
   # `python -m i2a.evaluate`), sampled or greedy (eval_greedy), into

@@ -39,7 +39,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   # An export of `python -m i2a.pretrain` (WORKDIR/export), or 'oracle'.
   config.envmodel = ""
   # True plans with an export trained under another protocol than
-  # config.protocol (agents/builder.py, check_export).
+  # config.protocol (i2a/run/exports.py, check_export).
   config.allow_protocol_mismatch = False
   config.oracle_jump = 1  # c of the oracle's model steps
   config.seed = 0  # CEM sampling, model noise, episode seeds

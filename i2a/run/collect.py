@@ -327,7 +327,7 @@ def _flag_value(value: Any) -> str:
 def _agent_policy(run_dir: str, protocol: Protocol,
                   asynchronous: bool) -> AgentPolicy:
   """The newest checkpoint of the training run `run_dir` as a policy."""
-  from agents import evaluation  # pylint: disable=import-outside-toplevel
+  from i2a.run import evaluate as evaluation  # pylint: disable=import-outside-toplevel
   agent_config, agent_protocol, checkpoint = evaluation.load_run(run_dir)
   differences = agent_protocol.differences(protocol)
   if differences:

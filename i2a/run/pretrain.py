@@ -23,7 +23,7 @@ The dataset's identity (files.dataset_fingerprint) is recorded in
 WORKDIR/identity.json and, with its protocol, in the export's provenance
 (spec.json): a resume with other data is refused before anything is
 written (i2a/runs.py), and agents check the export's protocol against
-theirs (agents/builder.py, `check_export`).
+theirs (i2a/run/exports.py, `check_export`).
 """
 
 from __future__ import annotations

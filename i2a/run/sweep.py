@@ -1122,7 +1122,7 @@ def _run_pretrain(config: ml_collections.ConfigDict, workdir: str,
 
 def _run_train(config: ml_collections.ConfigDict, workdir: str,
                stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
-  from agents import training  # pylint: disable=import-outside-toplevel
+  from i2a.run import train as training  # pylint: disable=import-outside-toplevel
   trainer = training.Trainer(config, workdir)
   try:
     summary = trainer.loop.train(should_stop=stop.is_set)
@@ -1137,7 +1137,7 @@ def _run_train(config: ml_collections.ConfigDict, workdir: str,
 def _run_evaluate(params: Dict[str, Any], workdir: str,
                   stop: threading.Event) -> Tuple[str, Dict[str, Any]]:
   del workdir, stop
-  from agents import evaluation  # pylint: disable=import-outside-toplevel
+  from i2a.run import evaluate as evaluation  # pylint: disable=import-outside-toplevel
   scores = evaluation.evaluate(params["train"], params["episodes"],
                                params["greedy"], params["seed"])
   return "done", {k: scores[k] for k in ("mean", "std", "episodes",

@@ -6,7 +6,7 @@ Trained model: the whole pipeline at a small budget: collect a
 uniform-random dataset (i2a.run.collect, preset `minipacman`, 20k train / 2k
 test steps), pretrain a small dSSM-DET (i2a.run.pretrain, preset
 `minipacman`: 32 channels, jump 1, 500 steps), train I2A-distillation on its
-frozen export (agents.training, preset `minipacman` of configs/agents/i2a.py,
+frozen export (i2a.run.train, preset `minipacman` of configs/agents/i2a.py,
 unchanged), and evaluate it over the same 100 episodes as the uniform random
 policy.
 
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import envmodels
-from agents import evaluation, training
+from i2a.run import evaluate as evaluation
+from i2a.run import train as training
 from configs import collect as collect_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config

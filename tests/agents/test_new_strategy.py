@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from agents import training
+from i2a.run import train as training
 from agents.imagination import networks
 from agents.imagination import rollout_policies
 from configs.agents import i2a as i2a_config

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import builder, evaluation, training
+from agents import builder
+from i2a.run import evaluate as evaluation
+from i2a.run import train as training
 from agents.acting import Actor, random_generators, unroll_signature
 from agents.imagination import networks
 from configs.agents import i2a as i2a_config

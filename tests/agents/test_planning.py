@@ -17,7 +17,8 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
-from agents.planning import cem, planner as planner_lib, running
+from agents.planning import cem, planner as planner_lib
+from i2a.run import plan as running
 from configs.agents import planning as planning_config
 from i2a import environments
 

@@ -16,11 +16,14 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from agents import builder, evaluation, training
+from agents import builder
 from agents.a2c import networks
 from configs.agents import a2c as a2c_config
 from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import read_column, read_summaries
+from i2a.run import evaluate as evaluation
+from i2a.run import exports
+from i2a.run import train as training
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -538,7 +541,7 @@ def test_an_export_under_another_protocol_is_refused_naming_the_fields(
   assert not os.path.exists(tmp_path / "run" / "config.json")
   # A deliberate transfer is allowed.
   config.allow_protocol_mismatch = True
-  identity = builder.check_export(config, runs.protocol_from_config(config))
+  identity = exports.check_export(config, runs.protocol_from_config(config))
   assert identity.fingerprint == envmodels.fingerprint(export)
 
 
@@ -548,13 +551,13 @@ def test_an_export_without_provenance_is_checked_by_its_pretrain_workdir(
   export = _export(tmp_path / "pretrain" / "export")
   config = _config(1, agent=MODEL_BASED, envmodel=export)
   protocol = runs.protocol_from_config(config)
-  assert builder.export_protocol(export) == (None, "")  # unknown: accepted
-  builder.check_export(config, protocol)
+  assert exports.export_protocol(export) == (None, "")  # unknown: accepted
+  exports.check_export(config, protocol)
   environments.preset("minipacman").save(
       str(tmp_path / "pretrain" / runs.PROTOCOL))  # 'regular'
   with pytest.raises(ValueError, match=r"(?s)read from .*protocol.json.*"
                      r"protocol.env_id: 'MiniPacman-regular-v0'"):
-    builder.check_export(config, protocol)
+    exports.check_export(config, protocol)
 
 
 def test_a_resume_with_another_export_is_refused_naming_both_fingerprints(
@@ -567,8 +570,8 @@ def test_a_resume_with_another_export_is_refused_naming_both_fingerprints(
   runs.prepare_workdir(workdir, config, protocol,
                        ignore=training.RESUMABLE_FIELDS,
                        legacy=training.LEGACY_VALUES, identity={
-                           builder.ENVMODEL_IDENTITY:
-                               builder.check_export(config, protocol)})
+                           exports.ENVMODEL_IDENTITY:
+                               exports.check_export(config, protocol)})
   first = envmodels.fingerprint(export)
   identity_json = os.path.join(workdir, runs.IDENTITY)
   before = open(identity_json, "rb").read()

@@ -21,7 +21,7 @@ TensorBoard (WORKDIR/tb/evaluate, `eval/...` at the checkpoint's
 environment step, with the episode as an animation).
 
 `TrainingEvaluation` is the same evaluation during training
-(agents/training.py `LearnerLoop`, config.eval_every): a copy of the
+(i2a/run/train.py `LearnerLoop`, config.eval_every): a copy of the
 learner's network on environments of its own.
 """
 
@@ -40,9 +40,10 @@ from agents import builder
 from agents.acting import (FrameWindows, imagine_quietly, random_generators,
                            sample_actions)
 from agents.base import ActorCriticNetwork
-from agents.training import CHECKPOINTS, envmodel_seed
 from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import MetricsLog
+from i2a.run import exports
+from i2a.run.train import CHECKPOINTS, envmodel_seed
 
 EVAL = "eval"
 SCORES = "scores.json"
@@ -334,7 +335,7 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   if export_dir and os.path.isdir(export_dir):
     # The export the run trained with (identity.json), under its protocol.
     runs.check_identity(os.path.abspath(os.path.expanduser(workdir)), {
-        builder.ENVMODEL_IDENTITY: builder.check_export(config, protocol,
+        exports.ENVMODEL_IDENTITY: exports.check_export(config, protocol,
                                                         export_dir)},
         recording=False)
   network, counters = load_agent(config, protocol, checkpoint_path, envmodel)

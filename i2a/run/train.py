@@ -11,12 +11,12 @@ alternation makes a run deterministic for a seed.
 The run lives in a workdir: config.json / protocol.json (a different
 config is refused on resume), identity.json (the envmodel export's
 fingerprint: another export is refused on resume; its protocol must agree
-with the run's, agents/builder.py `check_export`; all checked before
+with the run's, i2a/run/exports.py `check_export`; all checked before
 anything is written), checkpoints/ (network, optimizer, learner
 step, env-step counter, and the actor's state: environments, frame windows,
 RNG; the last N kept), TensorBoard events (agent summaries at environment
 steps: docs/agents.md, "TensorBoard") and metrics.csv, eval.csv (evaluation
-during training every config.eval_every env steps: agents/evaluation.py
+during training every config.eval_every env steps: i2a/run/evaluate.py
 `TrainingEvaluation`), and images/learning_curve.png (episode return vs
 environment steps) and, for an I2A, images/imagination.png (what it
 imagines now). Running
@@ -24,7 +24,7 @@ again in the same workdir resumes from the newest complete checkpoint and
 reproduces, update for update, the run that was not interrupted.
 
 `LearnerLoop` is the learner's side of a run (budget, logs, checkpoints,
-plots, resume), shared with the distributed learner (agents/distributed.py,
+plots, resume), shared with the distributed learner (i2a/run/distributed.py,
 `python -m i2a.launch`), which runs it without an actor in its process.
 """
 
@@ -53,6 +53,7 @@ from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import MetricsLog, read_column
 from i2a.progress import Progress
 from i2a.replay import tables
+from i2a.run import exports
 
 CHECKPOINTS = "checkpoints"
 ACTOR_STATE = "actor-{step}.pkl"  # next to the TF checkpoint of that step
@@ -123,7 +124,7 @@ class Trainer:
     learner_model = actor_model = None
     identity = {}
     if config.envmodel:
-      identity[builder.ENVMODEL_IDENTITY] = builder.check_export(
+      identity[exports.ENVMODEL_IDENTITY] = exports.check_export(
           config, self.protocol)
       learner_model = builder.load_envmodel(
           config.envmodel, self.protocol, self.num_actions,
@@ -182,8 +183,8 @@ class Trainer:
         variable_client=VariableClient(client,
                                        acting_network.learnable_variables))
     self._exit.callback(self.actor.close)
-    # Imported here: agents/evaluation.py imports this module.
-    from agents import evaluation  # pylint: disable=import-outside-toplevel
+    # Imported here: i2a/run/evaluate.py imports this module.
+    from i2a.run import evaluate as evaluation  # pylint: disable=import-outside-toplevel
     self.loop = LearnerLoop(
         config, self.workdir, self.learner, actor=self.actor,
         evaluator=evaluation.training_evaluation(config, self.protocol,
@@ -220,12 +221,12 @@ class LearnerLoop:
   Shared by both modes. Embedded (`Trainer`): `actor` is this process's
   actor; before each update it writes batch_size // num_envs unrolls, and
   its state is saved with every checkpoint (`actor-N.pkl`). Distributed
-  (agents/distributed.py): no actor here; actor processes fill the queue,
+  (i2a/run/distributed.py): no actor here; actor processes fill the queue,
   `episodes()` returns the episodes they finished (read at each log), the
   env-step counter advances by what each update consumes (batch_size *
   unroll_length), and `should_stop()` ends the run early with a final log
   and checkpoint (a learner that waits for data when asked to stop is
-  checkpointed by its process instead: agents/distributed.py).
+  checkpointed by its process instead: i2a/run/distributed.py).
   """
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str,
@@ -242,7 +243,7 @@ class LearnerLoop:
       episodes: returns newly finished episodes (distributed mode).
       extra_metrics: more columns for each logged row.
       evaluator: runs evaluation episodes of the learner's newest weights
-        and returns their `evaluation.Episodes` (agents/evaluation.py
+        and returns their `evaluation.Episodes` (i2a/run/evaluate.py
         `training_evaluation`), every config.eval_every env steps and at
         the end of the budget; None: no evaluation during training.
     """

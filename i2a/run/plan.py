@@ -4,7 +4,7 @@ Data flow: config.envmodel names a frozen export (`python -m i2a.pretrain`'s
 WORKDIR/export) or 'oracle' (the emulator). Episodes are played under
 config.protocol; the protocol the export was trained under (its
 provenance, or protocol.json of the pretrain workdir next to it) must agree
-with it (agents/builder.py, `check_export`; config.allow_protocol_mismatch
+with it (i2a/run/exports.py, `check_export`; config.allow_protocol_mismatch
 for a deliberate transfer), the model's spec must fit the environment
 (observation shape, action count), and a rerun in the workdir must use the
 same export (identity.json): all refused before anything is written or
@@ -40,12 +40,13 @@ from agents.acting import FrameWindows, consecutive_offsets
 from agents.planning import planner as planner_lib
 from i2a import environments, io_utils, pictures, runs
 from i2a.progress import Progress
+from i2a.run import exports
 
 ORACLE = "oracle"
 POLICIES = ("cem", "random")
 EVAL = "eval"
 SCORES = "scores.json"
-# Episode i is seeded EPISODE_SEED + seed + i: the range agents.evaluation
+# Episode i is seeded EPISODE_SEED + seed + i: the range i2a.run.evaluate
 # uses too, disjoint from the seeds of collection and training envs.
 EPISODE_SEED = 10_000_000
 STRIP_FRAMES = 12
@@ -61,14 +62,14 @@ def check_export(config: ml_collections.ConfigDict,
                  ) -> Tuple[Dict[str, runs.Identity], str]:
   """(the workdir's identity record, where the export's protocol was read:
   'config' when there is no export): config.envmodel's protocol checked
-  against `protocol` (builder.check_export). Writes nothing."""
+  against `protocol` (exports.check_export). Writes nothing."""
   export_dir = config.envmodel
   if (config.policy != "cem" or not export_dir or export_dir == ORACLE or
       not os.path.isdir(export_dir)):  # load_model says what is missing
     return {}, "config"
-  identity = builder.check_export(config, protocol)
-  _, source = builder.export_protocol(export_dir)
-  return {builder.ENVMODEL_IDENTITY: identity}, source or "config"
+  identity = exports.check_export(config, protocol)
+  _, source = exports.export_protocol(export_dir)
+  return {exports.ENVMODEL_IDENTITY: identity}, source or "config"
 
 
 def load_model(config: ml_collections.ConfigDict,

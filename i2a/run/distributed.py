@@ -6,7 +6,7 @@ environments with the same `Actor` as the embedded mode, write unrolls into
 the `unrolls` queue and the episodes they finish into `episodes`, and pull
 the learner's weights from `variables` (authenticated: agents/variables.py);
 the learner process (`run_learner`) runs the embedded mode's learner loop
-(agents/training.py `LearnerLoop`) without an actor: it owns the workdir,
+(i2a/run/train.py `LearnerLoop`) without an actor: it owns the workdir,
 checkpoints and resumes exactly as `python -m i2a.train` does (minus the
 actor state: actors are stateless and reseed when they start).
 
@@ -23,7 +23,7 @@ writes its final checkpoint; a learner waiting for data is parked there
 (a Reverb client then blocks for ever). Either way the last update is
 saved.
 
-`python -m i2a.launch` (i2a/launching.py) runs these roles as processes.
+`python -m i2a.launch` (i2a/run/launch.py) runs these roles as processes.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import tree
 from absl import logging
 
 import envmodels
-from agents import builder, evaluation, learning, training
+from agents import builder, learning
 from agents import variables as variables_lib
 from agents.acting import Actor, Episode, unroll_signature
 from agents.base import ActorCriticNetwork
@@ -53,6 +53,9 @@ from agents.variables import VariableClient, VariablePublisher
 from i2a import environments, io_utils, runs
 from i2a.progress import Progress
 from i2a.replay import tables
+from i2a.run import evaluate as evaluation
+from i2a.run import exports
+from i2a.run import train as training
 
 EPISODES = "episodes"  # finished episodes, actors -> learner (for the logs)
 EPISODES_MAX_SIZE = 10_000
@@ -93,10 +96,10 @@ class _Setup:
 
   def identity(self) -> Dict[str, runs.Identity]:
     """The workdir's identity record of this run: the envmodel export's
-    fingerprint, after checking its protocol (builder.check_export)."""
+    fingerprint, after checking its protocol (exports.check_export)."""
     if not self.config.envmodel:
       return {}
-    return {builder.ENVMODEL_IDENTITY: builder.check_export(self.config,
+    return {exports.ENVMODEL_IDENTITY: exports.check_export(self.config,
                                                             self.protocol)}
 
   def network(self, role: str, seed_offset: int = 0) -> ActorCriticNetwork:
