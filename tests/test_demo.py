@@ -3,7 +3,7 @@
 import os
 
 from configs import demo as demo_config
-from i2a import demo
+from i2a.run import demo
 
 
 def test_demo_runs_every_stage_writes_a_report_and_skips_them_on_rerun(
