@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from i2a import environments
-from i2a.run import collect as collection
 from i2a.replay import tables
+from i2a.run import collect as collection
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 

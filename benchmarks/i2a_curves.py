@@ -53,17 +53,17 @@ sys.path.insert(0, os.path.dirname(HERE))  # the repository root, for configs/
 import numpy as np
 import tensorflow as tf
 
-from i2a.run import evaluate as evaluation
-from i2a.run import train as training
 from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
 from configs.envmodels import sssm_action_free as sssm_config
 from i2a import io_utils, pictures, runs
-from i2a.run import collect as collection
-from i2a.run import pretrain as pretraining
 from i2a.metrics import read_column
+from i2a.run import collect as collection
+from i2a.run import evaluate as evaluation
+from i2a.run import pretrain as pretraining
+from i2a.run import train as training
 
 RESULTS = os.path.join(HERE, "results")
 ENV_ID = "MiniPacman-avoid-v0"

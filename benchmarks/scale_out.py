@@ -45,8 +45,8 @@ sys.path.insert(0, ROOT)  # the repository root, for configs/
 import numpy as np
 import tensorflow as tf
 
-from i2a.run import train as training
 from i2a import io_utils
+from i2a.run import train as training
 
 RESULTS = os.path.join(HERE, "results")
 # Cadence for a measurement: log often, never plot or checkpoint midway.

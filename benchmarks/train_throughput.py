@@ -42,8 +42,8 @@ import ml_collections
 import numpy as np
 import tensorflow as tf
 
-from i2a.run import train as training
 from i2a import io_utils
+from i2a.run import train as training
 
 RESULTS = os.path.join(HERE, "results")
 

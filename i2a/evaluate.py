@@ -22,8 +22,8 @@ import os
 
 from absl import flags
 
-from i2a.run import evaluate as evaluation
 from i2a import cli, io_utils, runs
+from i2a.run import evaluate as evaluation
 
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "The workdir of a `python -m i2a.train` run "

@@ -16,8 +16,8 @@ import json
 
 from absl import flags
 
-from i2a.run import plan as running
 from i2a import cli
+from i2a.run import plan as running
 
 _CONFIG = cli.DEFINE_config_file(
     "config", "configs/agents/planning.py:minipacman",

@@ -13,8 +13,8 @@ refused). See docs/agents.md.
 
 from absl import flags
 
-from i2a.run import train as training
 from i2a import cli
+from i2a.run import train as training
 
 _CONFIG = cli.DEFINE_config_file(
     "config", "configs/agents/a2c.py:minipacman",

@@ -9,15 +9,15 @@ import pytest
 import tensorflow as tf
 
 from agents import builder
-from i2a.run import evaluate as evaluation
-from i2a.run import train as training
 from agents.a2c import networks as a2c_networks
 from agents.acting import FrameWindows, sample_actions
 from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
-from i2a.run import collect as collection
 from i2a.environments import Protocol
 from i2a.replay import files
+from i2a.run import collect as collection
+from i2a.run import evaluate as evaluation
+from i2a.run import train as training
 
 
 SHARP_A2C = "test_sharp_a2c"

@@ -14,8 +14,8 @@ import tensorflow as tf
 
 import envmodels
 from configs import collect as collect_config
-from i2a.run import collect as collection
 from i2a.replay import datasets, files
+from i2a.run import collect as collection
 
 pytestmark = pytest.mark.slow
 

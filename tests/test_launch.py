@@ -19,9 +19,9 @@ import tensorflow as tf
 from agents import variables as variables_lib
 from agents.variables import VariableClient, VariablePublisher
 from i2a import io_utils
-from i2a.run import launch as launching
 from i2a.metrics import read_column
 from i2a.replay import tables
+from i2a.run import launch as launching
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEY = b"k" * 32

@@ -9,10 +9,10 @@ import pytest
 import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
+from i2a.replay import datasets, files
 from i2a.run import collect as collection
 from i2a.run import evaluate_models as model_evaluation
 from i2a.run import pretrain as pretraining
-from i2a.replay import datasets, files
 
 
 @pytest.fixture(scope="module")

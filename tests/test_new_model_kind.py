@@ -24,9 +24,9 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
-from i2a.run import train as training
 from configs.agents import i2a as i2a_config
 from i2a.metrics import read_column
+from i2a.run import train as training
 # The conformance suite, run over CONFORMANCE_KINDS below.
 from tests.envmodels.test_conformance import *  # noqa: F401,F403 pylint: disable=wildcard-import,unused-wildcard-import
 

@@ -11,10 +11,10 @@ from configs import collect as collect_config
 from configs.envmodels import dssm_det
 from envmodels import reward_coding
 from i2a import environments, io_utils, pictures, runs
-from i2a.run import collect as collection
-from i2a.run import pretrain as pretraining
 from i2a.metrics import read_column, read_summaries
 from i2a.replay import cache, datasets, files
+from i2a.run import collect as collection
+from i2a.run import pretrain as pretraining
 
 
 def _collect(workdir, **protocol):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from i2a.run import collect as collection
 from i2a.environments import preset
 from i2a.replay import datasets, episodes, files, tables, writers
+from i2a.run import collect as collection
 from tests import fakes
 
 SHAPE = (16, 16, 3)

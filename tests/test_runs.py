@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from i2a.run import train as training
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from i2a import environments, runs
+from i2a.run import train as training
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

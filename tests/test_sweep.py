@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from i2a import io_utils
-from i2a.run import sweep as sweeping
 from i2a.metrics import read_column
+from i2a.run import sweep as sweeping
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

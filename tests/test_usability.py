@@ -19,8 +19,8 @@ from tensorflow.python.framework import config as tf_config
 from configs.envmodels import sssm
 from envmodels import versions
 from i2a import cli, runs, startup
-from i2a.run import launch as launching
 from i2a.environments import minipacman
+from i2a.run import launch as launching
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 
 import envmodels
-from i2a.run import evaluate as evaluation
-from i2a.run import train as training
 from configs import collect as collect_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import dssm_det as dssm_det_config
 from i2a import runs
-from i2a.run import collect as collection
-from i2a.run import pretrain as pretraining
 from i2a.metrics import read_column
 from i2a.replay import datasets, files
+from i2a.run import collect as collection
+from i2a.run import evaluate as evaluation
+from i2a.run import pretrain as pretraining
+from i2a.run import train as training
 
 PRETRAIN_STEPS = 500
 ENV_STEPS = 100_000

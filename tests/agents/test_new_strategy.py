@@ -22,11 +22,11 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from i2a.run import train as training
 from agents.imagination import networks
 from agents.imagination import rollout_policies
 from configs.agents import i2a as i2a_config
 from i2a.metrics import read_column
+from i2a.run import train as training
 
 FRAME = (16, 24, 3)
 NUM_ACTIONS = 5

@@ -11,12 +11,12 @@ import pytest
 import tensorflow as tf
 
 from agents import builder
-from i2a.run import evaluate as evaluation
-from i2a.run import train as training
 from agents.acting import Actor, random_generators, unroll_signature
 from agents.imagination import networks
 from configs.agents import i2a as i2a_config
 from i2a import environments, runs
+from i2a.run import evaluate as evaluation
+from i2a.run import train as training
 
 FRAME = (16, 24, 3)
 NUM_ACTIONS = 5

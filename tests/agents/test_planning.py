@@ -18,9 +18,9 @@ import tensorflow as tf
 
 import envmodels
 from agents.planning import cem, planner as planner_lib
-from i2a.run import plan as running
 from configs.agents import planning as planning_config
 from i2a import environments
+from i2a.run import plan as running
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
