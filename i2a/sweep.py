@@ -28,9 +28,7 @@ when stopped before the end. Grid format and the
 experiments: docs/experiments.md.
 """
 
-import signal
 import sys
-import time
 
 from absl import app, flags
 
@@ -58,28 +56,6 @@ _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")
 flags.adopt_module_key_flags(cli)
-
-
-def _stop_on_signals(control: sweeping.Control) -> None:
-  """The first SIGINT/SIGTERM asks the current run to checkpoint and the
-  sweep to end; another one a second later ends the run at once."""
-  first = []
-
-  def handler(signum, frame):
-    del frame
-    now = time.monotonic()
-    if first and now - first[0] >= 1.0:
-      control.hurry.set()
-      print("second signal: ending the current run now", flush=True)
-      return
-    if not first:
-      first.append(now)
-      print(f"signal {signum}: the current run checkpoints, then the sweep "
-            "stops (rerun to continue)", flush=True)
-    control.stop.set()
-
-  for signum in (signal.SIGINT, signal.SIGTERM):
-    signal.signal(signum, handler)
 
 
 def main(argv):
@@ -112,7 +88,7 @@ def _main() -> int:
       print(f"report: {sweeping.write_report(_WORKDIR.value)['markdown']}")
     return sweeping.EXIT_DONE
   control = sweeping.Control()
-  _stop_on_signals(control)
+  sweeping.stop_on_signals(control)
   stop_after = (sweeping.parse_duration(_STOP_AFTER.value)
                 if _STOP_AFTER.value else None)
   result = sweeping.run_sweep(grid, _WORKDIR.value, _ONLY.value, control,

@@ -881,6 +881,28 @@ class Control:
   hurry: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 
+def stop_on_signals(control: Control) -> None:
+  """The first SIGINT/SIGTERM asks the current run to checkpoint and the
+  sweep to end; another one a second later ends the run at once."""
+  first = []
+
+  def handler(signum, frame):
+    del frame
+    now = time.monotonic()
+    if first and now - first[0] >= 1.0:
+      control.hurry.set()
+      print("second signal: ending the current run now", flush=True)
+      return
+    if not first:
+      first.append(now)
+      print(f"signal {signum}: the current run checkpoints, then the sweep "
+            "stops (rerun to continue)", flush=True)
+    control.stop.set()
+
+  for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, handler)
+
+
 def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
              stream: TextIO, progress_every_s: float,
              deadline: Optional[float], python: str) -> str:
