@@ -19,17 +19,29 @@ Reported per kind, size and precision:
                                       convolution on the state map at the
                                       same precision and batch (the peak
                                       the hardware reaches on these shapes)
+`--noise` compares ways of drawing the stochastic kinds' keyed normals in
+the same round-robin (the deterministic kinds draw none and run once):
+  table   envmodels/noise.py's `normal` (what the models use)
+  ndtri   the previous implementation: the inverse normal CDF (XLA's
+          `ndtri`) of a 24-bit hashed uniform, fused by XLA
+  zeros   no draws at all (a ceiling; mean + std * 0 also lets grappler
+          prune the std's computation, so it is above the attainable)
+`--threads` sizes TensorFlow's thread pools for the whole run as the
+binaries' config `threads` does ('auto', 'default' or 'INTRA,INTER';
+envmodels/precision.py): pools are fixed per process, so compare settings
+with one run each (benchmarks/thread_settings.py alternates them).
 Models are untrained (speed does not depend on the weights) and built with
 the `paper` and `small` presets' hyperparameters (configs/envmodels/).
 
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
-      [--output FILE]
+      [--noise table,ndtri,zeros] [--threads auto] [--output FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import platform
@@ -45,7 +57,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
-from envmodels import precision
+from envmodels import noise, precision
 from i2a import io_utils, pretraining
 
 RESULTS = os.path.join(HERE, "results")
@@ -63,6 +75,41 @@ KINDS = {
     "jumpy_sssm": ("configs/envmodels/sssm.py", 3),
 }
 FRAMES = {"paper": (200, 160, 3), "small": (104, 80, 3)}
+STOCHASTIC = ("vae", "dssm_vae", "sssm", "jumpy_sssm")  # draw normals
+NOISE = ("table", "ndtri", "zeros")
+
+
+@tf.function(jit_compile=True)
+def _ndtri_normal(keys: tf.Tensor, shape: tf.Tensor,
+                  counter: int) -> tf.Tensor:
+  return tf.math.ndtri(noise.uniform(keys, shape, counter))
+
+
+def ndtri_normal(keys: tf.Tensor, shape: noise.Shape,
+                 counter: int = 0) -> tf.Tensor:
+  """The keyed normals as drawn before the table (the `ndtri` variant)."""
+  return _ndtri_normal(noise.as_keys(keys), tf.cast(
+      tf.convert_to_tensor(shape), tf.int32), int(counter))
+
+
+def zeros_normal(keys: tf.Tensor, shape: noise.Shape,
+                 counter: int = 0) -> tf.Tensor:
+  del counter
+  return tf.zeros(tf.concat([tf.shape(keys)[:1], tf.cast(
+      tf.convert_to_tensor(shape), tf.int32)], 0))
+
+
+@contextlib.contextmanager
+def noise_variant(name: str):
+  """Models draw their keyed normals with `name` inside the block (they
+  call `noise.normal` at trace time; each variant has its own traces)."""
+  original = noise.normal
+  noise.normal = {"table": original, "ndtri": ndtri_normal,
+                  "zeros": zeros_normal}[name]
+  try:
+    yield
+  finally:
+    noise.normal = original
 
 
 def build(kind: str, size: str) -> envmodels.EnvModel:
@@ -155,35 +202,45 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
   return (time.perf_counter() - start) / calls
 
 
-def measure(sizes, kinds, precisions, repeats: int) -> List[Dict[str, Any]]:
+def measure(sizes, kinds, precisions, repeats: int,
+            variants=("table",)) -> List[Dict[str, Any]]:
   rows: List[Dict[str, Any]] = []
   for size in sizes:
     models = {kind: build(kind, size) for kind in kinds}
-    calls = {kind: functions(model) for kind, model in models.items()}
-    cells = [(kind, p, name) for kind in kinds for p in precisions
+    runs = [(kind, v) for kind in kinds
+            for v in (variants if kind in STOCHASTIC else variants[:1])]
+    calls = {}
+    for kind, v in runs:  # each variant traces its own functions
+      with noise_variant(v):
+        calls[(kind, v)] = functions(models[kind])
+    cells = [(kind, v, p, name) for kind, v in runs for p in precisions
              for name in ("initial", "abstract", "rendered")]
-    for kind, p, name in cells:  # warm up: trace and optimise each
-      with precision.scope(p):
-        time_call(calls[kind][name], 1)
+
+    def call(cell) -> float:
+      kind, v, p, name = cell
+      with noise_variant(v), precision.scope(p):
+        return time_call(calls[(kind, v)][name], 2)
+    for cell in cells:  # warm up: trace and optimise each
+      call(cell)
     samples: Dict[Any, List[float]] = {cell: [] for cell in cells}
     for round_ in range(repeats):
       for cell in cells:
-        kind, p, name = cell
-        with precision.scope(p):
-          samples[cell].append(time_call(calls[kind][name], 2))
+        samples[cell].append(call(cell))
       print(f"{size}: round {round_ + 1}/{repeats}", flush=True)
     state_shape = None
-    for kind in kinds:
-      graph = calls[kind]["_abstract_graph"]()
+    for kind, v in runs:
+      with noise_variant(v):
+        graph = calls[(kind, v)]["_abstract_graph"]()
       flops = gflop(graph)
       for p in precisions:
-        median = {name: float(np.median(samples[(kind, p, name)]))
+        median = {name: float(np.median(samples[(kind, v, p, name)]))
                   for name in ("initial", "abstract", "rendered")}
         if state_shape is None:  # [h, w, d] of the first step's features
           state_shape = graph.outputs[0].shape.as_list()[1:]
         jump = models[kind].spec.jump
         rows.append(dict(
             size=size, kind=kind, precision=p, jump=jump,
+            noise=v if kind in STOCHASTIC else "none",
             abstract_per_s=ROWS * DEPTH / median["abstract"],
             rendered_per_s=ROWS * DEPTH / median["rendered"],
             with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
@@ -211,12 +268,13 @@ def measure(sizes, kinds, precisions, repeats: int) -> List[Dict[str, Any]]:
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
-  lines = ["| size | kind | precision | abstract /s | with s_t\\|t /s | "
-           "rendered /s | s_t\\|t ms | x AR (prim.) | x AR with s_t\\|t | "
-           "GFLOP/s | % conv peak |", "|---" * 11 + "|"]
+  lines = ["| size | kind | noise | precision | abstract /s | "
+           "with s_t\\|t /s | rendered /s | s_t\\|t ms | x AR (prim.) | "
+           "x AR with s_t\\|t | GFLOP/s | % conv peak |", "|---" * 12 + "|"]
   for r in rows:
     lines.append(
-        f"| {r['size']} | {r['kind']} | {r['precision']} | "
+        f"| {r['size']} | {r['kind']} | {r.get('noise', 'table')} | "
+        f"{r['precision']} | "
         f"{r['abstract_per_s']:,.0f} | {r['with_initial_per_s']:,.0f} | "
         f"{r['rendered_per_s']:,.0f} | {r['initial_ms']:.1f} | "
         f"{r.get('x_ar', float('nan')):.1f} | "
@@ -237,12 +295,19 @@ def main() -> None:
   parser.add_argument("--kinds", default=",".join(KINDS))
   parser.add_argument("--precisions", default="")
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--noise", default="table",
+                      help=f"keyed-normal variants to compare: {NOISE}")
+  parser.add_argument("--threads", default=precision.THREADS_AUTO,
+                      help="'auto', 'default' or 'INTRA,INTER'")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "rollout_speed.json"))
   args = parser.parse_args()
+  threads = precision.set_threads(args.threads)  # before any TF op
   sizes = [s for s in args.sizes.split(",") if s]
   kinds = [k for k in args.kinds.split(",") if k]
-  for name, known, given in (("size", FRAMES, sizes), ("kind", KINDS, kinds)):
+  variants = [v for v in args.noise.split(",") if v]
+  for name, known, given in (("size", FRAMES, sizes), ("kind", KINDS, kinds),
+                             ("noise variant", NOISE, variants)):
     unknown = sorted(set(given) - set(known))
     if unknown:
       parser.error(f"unknown {name}s {unknown}; choose from {sorted(known)}")
@@ -250,14 +315,17 @@ def main() -> None:
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
   for p in precisions:
     precision.resolve(p)  # refuses what this machine cannot run
-  rows = measure(sizes, kinds, precisions, args.repeats)
+  if not variants:
+    parser.error(f"--noise is empty; choose from {NOISE}")
+  rows = measure(sizes, kinds, precisions, args.repeats, variants)
   table = markdown(rows)
   print(table)
   io_utils.atomic_write_json(args.output, dict(
       rows=rows, envs=ENVS, rollouts=ROLLOUTS, depth=DEPTH,
       load_average=os.getloadavg(), machine=platform.processor() or
       platform.machine(), cpu_has_bf16=precision.cpu_has_bf16(),
-      tensorflow=tf.__version__, command=" ".join(sys.argv)))
+      tensorflow=tf.__version__, threads=threads,
+      command=" ".join(sys.argv)))
   io_utils.atomic_write_text(os.path.splitext(args.output)[0] + ".md",
                              table + "\n")
 
