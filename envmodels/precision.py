@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from typing import Any, Dict, Iterator, Tuple
 
@@ -192,14 +193,23 @@ def resolve_threads(threads: str) -> Tuple[int, int]:
 
 def set_threads(threads: str = THREADS_AUTO) -> Dict[str, Any]:
   """Sizes TensorFlow's intra- and inter-op thread pools as `threads` says
-  (`resolve_threads`); returns `threads_record()`. ValueError when
-  TensorFlow already runs with other pools (they are fixed at its first
-  op: call this at the start of the process)."""
+  (`resolve_threads`); returns `threads_record(threads)`, what the process
+  runs with. Pools are fixed at TensorFlow's first op: call this at the
+  start of the process. Where TensorFlow already runs with other pools,
+  'auto' and 'default' keep them (with a warning: e.g. several runs in one
+  test process), and explicit 'I,J' is refused (ValueError)."""
   intra, inter = resolve_threads(threads)
   try:
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
   except RuntimeError as e:
+    if threads in (THREADS_AUTO, THREADS_DEFAULT):
+      logging.warning(
+          "threads=%r: TensorFlow has already started with its pools "
+          "sized (intra=%d, inter=%d; 0: its default); keeping them.",
+          threads, tf.config.threading.get_intra_op_parallelism_threads(),
+          tf.config.threading.get_inter_op_parallelism_threads())
+      return threads_record(threads)
     raise ValueError(
         f"threads={threads!r} asks for intra={intra}, inter={inter} "
         "threads, but TensorFlow has already started with intra="
