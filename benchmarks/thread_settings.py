@@ -6,14 +6,15 @@ start-up from config `threads` (envmodels/precision.py's `set_threads`;
 each setting runs in its own child process, settings alternating round by
 round (so machine load hits all alike), and each child measures:
   rollout    benchmarks/rollout_speed.py's abstract rollouts (16 windows x
-             K = 5 x depth 3) of the `--size` sSSM and dSSM-DET, transitions/s
+             K = 5 x depth 3) of the `--size` `--kinds`, transitions/s
   pretrain   benchmarks/pretrain_speed.py's train step (the `small` dSSM-DET,
              batch 8: loss, clipping, Adam), steps/s
 Reported: the median over rounds of each setting, and its ratio to TF's
 default.
 
-  python benchmarks/thread_settings.py [--settings default,2,1;1,1]
-      [--rounds 2] [--size small] [--precision bf16] [--output FILE]
+  python benchmarks/thread_settings.py [--settings 'default;2,1;1,1']
+      [--rounds 2] [--size small] [--kinds sssm] [--precision bf16]
+      [--output FILE]
 (`--settings` is ';'-separated: each 'default', 'auto' or 'INTRA,INTER'.)
 """
 
@@ -35,7 +36,8 @@ sys.path.insert(0, HERE)  # the other benchmarks
 RESULTS = os.path.join(HERE, "results")
 
 
-def child(threads: str, size: str, p: str, output: str) -> None:
+def child(threads: str, size: str, kinds: List[str], p: str,
+          output: str) -> None:
   """One measurement of every bench under `threads`, as JSON to `output`."""
   # pylint: disable=import-outside-toplevel
   from envmodels import precision
@@ -43,7 +45,7 @@ def child(threads: str, size: str, p: str, output: str) -> None:
   import pretrain_speed
   import rollout_speed
   from i2a import io_utils
-  rows = rollout_speed.measure([size], ["sssm", "dssm_det"], [p], 2)
+  rows = rollout_speed.measure([size], kinds, [p], 2)
   result: Dict[str, Any] = {
       f"rollout {r['kind']}": r["abstract_per_s"] for r in rows}
   train = pretrain_speed.speed(["dssm_det"], [p], 8, 2, False)
@@ -56,13 +58,16 @@ def main() -> None:
   parser.add_argument("--settings", default="default;2,1;1,1")
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--size", default="small")
+  parser.add_argument("--kinds", default="sssm",
+                      help="rollout_speed kinds, comma-separated")
   parser.add_argument("--precision", default="bf16")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "thread_settings.json"))
   parser.add_argument("--child", default="", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
-    child(args.child, args.size, args.precision, args.output)
+    child(args.child, args.size, [k for k in args.kinds.split(",") if k],
+          args.precision, args.output)
     return
   # pylint: disable=import-outside-toplevel
   import numpy as np
@@ -79,7 +84,8 @@ def main() -> None:
         out = os.path.join(tmp, "child.json")
         subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--child", setting,
-             "--size", args.size, "--precision", args.precision,
+             "--size", args.size, "--kinds", args.kinds,
+             "--precision", args.precision,
              "--output", out], check=True, stdout=subprocess.DEVNULL)
         with open(out, encoding="utf-8") as f:
           measured = json.load(f)
