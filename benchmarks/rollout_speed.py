@@ -24,8 +24,11 @@ the same round-robin (the deterministic kinds draw none and run once):
   table   envmodels/noise.py's `normal` (what the models use)
   ndtri   the previous implementation: the inverse normal CDF (XLA's
           `ndtri`) of a 24-bit hashed uniform, fused by XLA
-  zeros   no draws at all (a ceiling; mean + std * 0 also lets grappler
-          prune the std's computation, so it is above the attainable)
+  free    no draws: each row's noise is one number (its key's parity)
+          broadcast, which costs nothing and keeps the model's work (the
+          ceiling for any noise)
+  zeros   no draws, zeros: mean + std * 0 also lets grappler prune the
+          std's computation, so this is above the attainable
 `--threads` sizes TensorFlow's thread pools for the whole run as the
 binaries' config `threads` does ('auto', 'default' or 'INTRA,INTER';
 envmodels/precision.py): pools are fixed per process, so compare settings
@@ -35,7 +38,7 @@ the `paper` and `small` presets' hyperparameters (configs/envmodels/).
 
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
-      [--noise table,ndtri,zeros] [--threads auto] [--output FILE]
+      [--noise table,ndtri,free,zeros] [--threads auto] [--output FILE]
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ KINDS = {
 }
 FRAMES = {"paper": (200, 160, 3), "small": (104, 80, 3)}
 STOCHASTIC = ("vae", "dssm_vae", "sssm", "jumpy_sssm")  # draw normals
-NOISE = ("table", "ndtri", "zeros")
+NOISE = ("table", "ndtri", "free", "zeros")
 
 
 @tf.function(jit_compile=True)
@@ -99,13 +102,26 @@ def zeros_normal(keys: tf.Tensor, shape: noise.Shape,
       tf.convert_to_tensor(shape), tf.int32)], 0))
 
 
+def free_normal(keys: tf.Tensor, shape: noise.Shape,
+                counter: int = 0) -> tf.Tensor:
+  del counter
+  keys = noise.as_keys(keys)
+  shape = tf.cast(tf.convert_to_tensor(shape), tf.int32)
+  parity = tf.cast(tf.bitwise.bitwise_and(keys[:, 0], noise._u32(1)),  # pylint: disable=protected-access
+                   tf.float32)  # [N]: not a constant grappler could fold
+  rank = tf.size(shape)
+  return tf.broadcast_to(
+      tf.reshape(parity, tf.concat([[-1], tf.ones([rank], tf.int32)], 0)),
+      tf.concat([tf.shape(keys)[:1], shape], 0))
+
+
 @contextlib.contextmanager
 def noise_variant(name: str):
   """Models draw their keyed normals with `name` inside the block (they
   call `noise.normal` at trace time; each variant has its own traces)."""
   original = noise.normal
   noise.normal = {"table": original, "ndtri": ndtri_normal,
-                  "zeros": zeros_normal}[name]
+                  "free": free_normal, "zeros": zeros_normal}[name]
   try:
     yield
   finally:
@@ -246,6 +262,8 @@ def measure(sizes, kinds, precisions, repeats: int,
             with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
                                                median["initial"]),
             initial_ms=1e3 * median["initial"],
+            samples_ms={name: [1e3 * t for t in samples[(kind, v, p, name)]]
+                        for name in ("initial", "abstract", "rendered")},
             gflop_per_s=flops / median["abstract"],
             gflop_per_call=flops))
     with_peak = {}

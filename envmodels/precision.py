@@ -32,11 +32,13 @@ next execution), so `scope` can compare precisions in one process.
 Thread pools (config `threads`, `set_threads`), set in the same start-up
 call: TensorFlow's intra-op pool (the threads one op, e.g. a convolution,
 splits its work over) and inter-op pool (independent ops run at once).
-  'auto'     intra = the physical cores this process may run on, inter = 1
-             (measured in docs/performance.md: with intra covering every
-             core, a second inter-op thread only oversubscribes them).
+  'auto'     intra = the physical cores this process may run on, inter = 2
+             (docs/performance.md: one inter-op thread, which runs a
+             graph's independent ops one after the other, made rollouts
+             and training steps slower).
   'default'  TensorFlow's own choice (both pools sized to the logical
-             CPUs), as before this setting existed.
+             CPUs), as before this setting existed; the same as 'auto'
+             on a machine of 2 cores without hyperthreading.
   'I,J'      intra = I, inter = J threads (positive integers).
 Pools can only be sized before TensorFlow runs its first op, so the
 binaries set them first thing; what was used goes into the workdir's
@@ -175,7 +177,7 @@ def resolve_threads(threads: str) -> Tuple[int, int]:
   """(intra, inter) for config `threads` ('auto', 'default' or 'I,J'); 0
   means TensorFlow's own choice. ValueError for anything else."""
   if threads == THREADS_AUTO:
-    return physical_cores(), 1
+    return physical_cores(), 2
   if threads == THREADS_DEFAULT:
     return 0, 0
   parts = str(threads).split(",")
@@ -186,7 +188,7 @@ def resolve_threads(threads: str) -> Tuple[int, int]:
   except ValueError:
     raise ValueError(
         f"threads must be 'auto', 'default' or 'INTRA,INTER' (two positive "
-        f"integers, e.g. '{physical_cores()},1'), given {threads!r}."
+        f"integers, e.g. '{physical_cores()},2'), given {threads!r}."
     ) from None
   return intra, inter
 

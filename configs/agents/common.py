@@ -38,7 +38,7 @@ def make_config(agent: str, preset: str,
   # 'fp16' (GPU). What it resolved to goes into WORKDIR/precision.json.
   config.precision = "auto"
   # TensorFlow's thread pools (envmodels/precision.py): 'auto' (intra = the
-  # physical cores, inter = 1), 'default' (TF's own) or 'INTRA,INTER'.
+  # physical cores, inter = 2), 'default' (TF's own) or 'INTRA,INTER'.
   # Speed only: a resumed run may change it. Recorded in precision.json.
   config.threads = "auto"
   # An environment model export (`python -m i2a.pretrain`, WORKDIR/export):

@@ -36,7 +36,7 @@ def make_config(kind: str, preset: str, config_file: str,
   # and in the export's spec.json.
   config.precision = "auto"
   # TensorFlow's thread pools (envmodels/precision.py): 'auto' (intra = the
-  # physical cores, inter = 1), 'default' (TF's own) or 'INTRA,INTER'.
+  # physical cores, inter = 2), 'default' (TF's own) or 'INTRA,INTER'.
   # Speed only: a resumed run may change it. Recorded in precision.json.
   config.threads = "auto"
   # The sequence the model is trained on (Buesing et al.: 3 context frames,

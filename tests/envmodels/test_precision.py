@@ -96,10 +96,10 @@ def test_runs_record_the_precision_they_computed_in(tmp_path):
           "logical_cpus"} <= set(record)
 
 
-def test_threads_resolve_to_physical_cores_and_one_inter_op_thread():
+def test_threads_resolve_to_physical_cores_and_two_inter_op_threads():
   cores = precision.physical_cores()
   assert 1 <= cores <= (os.cpu_count() or 1)
-  assert precision.resolve_threads("auto") == (cores, 1)
+  assert precision.resolve_threads("auto") == (cores, 2)
   assert precision.resolve_threads("default") == (0, 0)
   assert precision.resolve_threads("3,2") == (3, 2)
   for bad in ("", "2", "0,1", "2,-1", "two,1", "1,2,3"):
