@@ -45,7 +45,7 @@ import tree
 from absl import logging
 
 import envmodels
-from agents import builder, learning, training
+from agents import builder, evaluation, learning, training
 from agents import variables as variables_lib
 from agents.acting import Actor, Episode, unroll_signature
 from agents.base import ActorCriticNetwork
@@ -505,9 +505,13 @@ class DistributedLearner:
         clip_norm=config.optimizer.clip_norm, publisher=self.publisher,
         logger=lambda step, metrics: self.timing.add_step(
             self.learner.last_step_time_s))
+    # Evaluation during training runs here, in the learner's process: the
+    # learner waits for it (the actors go on filling the queue).
     self.loop = training.LearnerLoop(
         config, self.workdir, self.learner, episodes=self._episodes,
-        extra_metrics=self.timing.interval)
+        extra_metrics=self.timing.interval,
+        evaluator=evaluation.training_evaluation(config, setup.protocol,
+                                                 network))
     print(f"learner: generation {self.generation}, workdir {self.workdir}, "
           f"server {address}", flush=True)
 

@@ -1,21 +1,35 @@
 """The runtime of `python -m i2a.evaluate`: a trained agent's scores and videos.
 
 Data flow (docs/agents.md, "Evaluation"): the workdir of `python -m i2a.train`
-gives the config (config.json), the protocol (protocol.json), the newest
-checkpoint and, for agents that query one, the envmodel export. The agent's
-network acts on frame windows exactly as the actor does (FrameWindows,
-sample_actions), for N episodes of one environment seeded
-EVAL_SEED + episode (disjoint from the training envs' seeds). Writes
-WORKDIR/eval/scores.json (returns, lengths, mean, std, the checkpoint's
-learner step), a GIF of the first episode and a PNG strip of its frames,
-and for an I2A its imagination at a few steps of the first episode
-(eval/imagination_stepNNNN.png: the K imagined rollouts, rendered by the
-model, beside the real frames that followed).
+gives the config (config.json), the protocol (protocol.json), a checkpoint
+(the newest, or `checkpoint=STEP`'s) and, for agents that query one, the
+envmodel export. The agent's network acts on frame windows exactly as the
+actor does (FrameWindows, sample_actions), for N episodes of one
+environment seeded EVAL_SEED + seed + episode (disjoint from the training
+envs' seeds): `run_episodes`, the one episode runner of evaluations.
+
+Each checkpoint's results are kept: WORKDIR/eval/step_<N>/ (N the
+checkpoint's learner step) holds scores.json (returns, lengths, mean, std,
+the checkpoint's learner and environment steps), a GIF of the first episode
+(captioned with the actions by name) and a PNG strip of its frames, and for
+an I2A its imagination at a few steps of the first episode
+(imagination_stepNNNN.png: the K imagined rollouts, rendered by the model,
+beside the real frames that followed). WORKDIR/eval/index.json lists every
+evaluated checkpoint, and WORKDIR/eval/scores.json is a copy of the newest
+checkpoint's scores (what the sweeps read). The scores also go to
+TensorBoard (WORKDIR/tb/evaluate, `eval/...` at the checkpoint's
+environment step, with the episode as an animation).
+
+`TrainingEvaluation` is the same evaluation during training
+(agents/training.py `LearnerLoop`, config.eval_every): a copy of the
+learner's network on environments of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import ml_collections
@@ -23,23 +37,42 @@ import numpy as np
 import tensorflow as tf
 
 from agents import builder
-from agents.acting import FrameWindows, imagine_quietly, sample_actions
+from agents.acting import (FrameWindows, imagine_quietly, random_generators,
+                           sample_actions)
 from agents.base import ActorCriticNetwork
 from agents.training import CHECKPOINTS, envmodel_seed
 from i2a import environments, io_utils, pictures, runs
+from i2a.metrics import MetricsLog
 
 EVAL = "eval"
 SCORES = "scores.json"
+INDEX = "index.json"  # eval/index.json: every evaluated checkpoint
+STEP_DIR = "step_{step}"  # eval/step_<learner step>/
+TENSORBOARD = os.path.join("tb", "evaluate")
 EVAL_SEED = 10_000_000  # episode i is seeded EVAL_SEED + seed + i
 STRIP_FRAMES = 12
 # An I2A's imagination is drawn at steps 0, 25, 50, 75 of the first episode.
 IMAGINATION_EVERY = 25
 IMAGINATION_SNAPSHOTS = 4
+# At most this many frames of an episode go to TensorBoard as an animation.
+ANIMATION_FRAMES = 200
 
 
-def load_run(workdir: str) -> Tuple[ml_collections.ConfigDict,
-                                    environments.Protocol, str]:
-  """(config, protocol, newest checkpoint path) of a training workdir."""
+def checkpoint_steps(workdir: str) -> List[int]:
+  """The learner steps of the checkpoints in a training workdir, oldest
+  first (those whose index file exists)."""
+  directory = os.path.join(workdir, CHECKPOINTS)
+  if not os.path.isdir(directory):
+    return []
+  steps = [int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.index", n)
+                                     for n in os.listdir(directory)) if m]
+  return sorted(steps)
+
+
+def load_run(workdir: str, checkpoint: Optional[int] = None
+             ) -> Tuple[ml_collections.ConfigDict, environments.Protocol, str]:
+  """(config, protocol, checkpoint path) of a training workdir: the newest
+  checkpoint, or the one of learner step `checkpoint`."""
   workdir = os.path.abspath(os.path.expanduser(workdir))
   config_path = os.path.join(workdir, runs.CONFIG)
   protocol_path = os.path.join(workdir, runs.PROTOCOL)
@@ -52,22 +85,31 @@ def load_run(workdir: str) -> Tuple[ml_collections.ConfigDict,
                      "`python -m i2a.train` run.")
   config = ml_collections.ConfigDict(io_utils.read_json(config_path))
   protocol = environments.Protocol.load(protocol_path)
-  checkpoint = tf.train.latest_checkpoint(os.path.join(workdir, CHECKPOINTS))
-  if checkpoint is None:
+  directory = os.path.join(workdir, CHECKPOINTS)
+  path = tf.train.latest_checkpoint(directory)
+  if path is None:
     raise ValueError(f"{workdir!r} has no checkpoint yet (looked in "
-                     f"{os.path.join(workdir, CHECKPOINTS)}); train first "
+                     f"{directory}); train first "
                      "(python -m i2a.train ... --workdir=" f"{workdir}).")
-  return config, protocol, checkpoint
+  if checkpoint is not None:
+    steps = checkpoint_steps(workdir)
+    if int(checkpoint) not in steps:
+      raise ValueError(
+          f"--checkpoint={checkpoint}: {directory} has no checkpoint of "
+          f"learner step {checkpoint}; it holds steps {steps} (the last "
+          "config.keep_checkpoints are kept). Pass one of them, or leave "
+          "--checkpoint out for the newest.")
+    path = os.path.join(directory, f"ckpt-{int(checkpoint)}")
+  return config, protocol, path
 
 
-def load_agent(config: ml_collections.ConfigDict,
-               protocol: environments.Protocol, checkpoint: str,
-               envmodel: str = "") -> Tuple[ActorCriticNetwork, Dict[str, int]]:
-  """The network restored from `checkpoint`, and its counters.
-
-  `envmodel` replaces config.envmodel (e.g. an export that moved). The
-  process computes in the run's precision from then on (runs.use_precision).
-  """
+def build_agent(config: ml_collections.ConfigDict,
+                protocol: environments.Protocol,
+                envmodel: str = "") -> ActorCriticNetwork:
+  """The run's network with fresh variables, its envmodel (if any) loaded
+  with the evaluation's seed. `envmodel` replaces config.envmodel (e.g. an
+  export that moved). The process computes in the run's precision from
+  then on (runs.use_precision)."""
   runs.use_precision(config)
   num_actions = environments.num_actions(protocol)
   observation_shape = tuple(protocol.observation_shape)
@@ -84,6 +126,15 @@ def load_agent(config: ml_collections.ConfigDict,
   network = builder.build_network(config, num_actions, observation_shape,
                                   model)
   builder.create_variables(network, observation_shape)
+  return network
+
+
+def load_agent(config: ml_collections.ConfigDict,
+               protocol: environments.Protocol, checkpoint: str,
+               envmodel: str = "") -> Tuple[ActorCriticNetwork, Dict[str, int]]:
+  """The network restored from `checkpoint`, and its counters
+  (build_agent, then the checkpoint's weights)."""
+  network = build_agent(config, protocol, envmodel)
   learner_step = tf.Variable(0, dtype=tf.int64)
   env_steps = tf.Variable(0, dtype=tf.int64)
   tf.train.Checkpoint(network=network, learner_step=learner_step,
@@ -96,7 +147,9 @@ def load_agent(config: ml_collections.ConfigDict,
 def run_episode(network: ActorCriticNetwork, env, seed: int,
                 rng: np.random.Generator, greedy: bool,
                 record: bool = False,
-                imaginations: Optional[List[Tuple[int, Any]]] = None
+                imaginations: Optional[List[Tuple[int, Any]]] = None,
+                actions: Optional[List[int]] = None,
+                rewards: Optional[List[float]] = None
                 ) -> Tuple[float, int, List[np.ndarray]]:
   """One episode under the agent's policy: (return, length, frames).
 
@@ -104,7 +157,8 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
   `imagined_frames`) every IMAGINATION_EVERY steps, at most
   IMAGINATION_SNAPSHOTS times. The pictures draw no random numbers of the
   policy (acting.imagine_quietly): the episode is the one it would be
-  without them.
+  without them. Lists `actions` and `rewards` get each step's action id
+  and reward.
   """
   observation, _ = env.reset(seed=seed)
   windows = FrameWindows(observation[None], network.window_offsets)
@@ -127,7 +181,120 @@ def run_episode(network: ActorCriticNetwork, env, seed: int,
     windows.push(observation[None], np.array([False]))
     if record:
       frames.append(observation)
+    if actions is not None:
+      actions.append(action)
+    if rewards is not None:
+      rewards.append(float(reward))
   return episode_return, length, frames
+
+
+@dataclasses.dataclass
+class Episodes:
+  """What `run_episodes` saw: every episode's return and length, and the
+  first episode's frames [T + 1] x [H, W, C], actions [T], rewards [T] and
+  (for an I2A) imaginations [(step, imagined)]."""
+  returns: List[float]
+  lengths: List[int]
+  seeds: List[int]
+  frames: List[np.ndarray]
+  actions: List[int]
+  rewards: List[float]
+  imaginations: List[Tuple[int, Any]]
+
+  def summary(self) -> Dict[str, float]:
+    """return_mean/std/min/max, length_mean and episodes (logged rows)."""
+    return dict(return_mean=float(np.mean(self.returns)),
+                return_std=float(np.std(self.returns)),
+                return_min=float(np.min(self.returns)),
+                return_max=float(np.max(self.returns)),
+                length_mean=float(np.mean(self.lengths)),
+                episodes=len(self.returns))
+
+  def animation(self, action_names: Optional[Tuple[str, ...]] = None,
+                limit: int = ANIMATION_FRAMES) -> List[np.ndarray]:
+    """The first episode's first `limit` frames, captioned with the
+    actions (by name) and rewards (pictures.episode_frames)."""
+    return pictures.episode_frames(self.frames[:limit], self.actions,
+                                   self.rewards, action_names)
+
+
+def run_episodes(network: ActorCriticNetwork,
+                 protocol: environments.Protocol, episodes: int,
+                 greedy: bool, seed: int = 0,
+                 imagination: bool = False) -> Episodes:
+  """`episodes` episodes of one environment of its own, episode i seeded
+  EVAL_SEED + seed + i, actions sampled with numpy's generator seeded
+  `seed` (or greedy); the first episode is recorded (and, with
+  `imagination`, an I2A's imagination drawn in it)."""
+  if episodes < 1:
+    raise ValueError(f"evaluation episodes must be >= 1, given {episodes}.")
+  env = environments.make_env(protocol)
+  rng = np.random.default_rng(seed)
+  seeds = [EVAL_SEED + seed + i for i in range(episodes)]
+  result = Episodes([], [], seeds, [], [], [], [])
+  try:
+    for i, episode_seed in enumerate(seeds):
+      first = i == 0
+      episode_return, length, frames = run_episode(
+          network, env, episode_seed, rng, greedy, record=first,
+          imaginations=result.imaginations if first and imagination
+          else None,
+          actions=result.actions if first else None,
+          rewards=result.rewards if first else None)
+      result.returns.append(episode_return)
+      result.lengths.append(length)
+      if first:
+        result.frames = frames
+  finally:
+    env.close()
+  return result
+
+
+def training_evaluation(config: ml_collections.ConfigDict,
+                        protocol: environments.Protocol,
+                        source: ActorCriticNetwork
+                        ) -> Optional["TrainingEvaluation"]:
+  """The evaluation during training config.eval_every asks for (None for
+  0, off; configs made before the field existed have none). The settings
+  are checked with the rest (training.check_config)."""
+  if int(config.get("eval_every", 0)) > 0:
+    return TrainingEvaluation(config, protocol, source)
+  return None
+
+
+class TrainingEvaluation:
+  """Evaluation during training (config.eval_every): `run_episodes` with a
+  copy of the learner's newest weights, config.eval_episodes episodes
+  (config.eval_greedy), seeded as `python -m i2a.evaluate --seed=0` seeds
+  them, on an environment of its own.
+
+  The copy (`build_agent`: its own envmodel copy and random generators)
+  draws no random numbers of the run, and its generators start from the
+  same state at every evaluation: evaluating changes nothing of the
+  training, and the scores at a checkpoint's step are what
+  `python -m i2a.evaluate --checkpoint=STEP` computes for it (with the
+  same episodes and greedy setting).
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict,
+               protocol: environments.Protocol, source: ActorCriticNetwork):
+    self.episodes = int(config.eval_episodes)
+    self.greedy = bool(config.get("eval_greedy", False))
+    self.protocol = protocol
+    self.action_names = environments.action_names(protocol)
+    self._source = source
+    self.network = build_agent(config, protocol)
+    self._generators = random_generators(self.network)
+    self._generator_states = [g.state.numpy() for g in self._generators]
+
+  def __call__(self) -> Episodes:
+    for target, value in zip(self.network.learnable_variables,
+                             self._source.learnable_variables):
+      target.assign(value)
+    for generator, state in zip(self._generators, self._generator_states):
+      generator.state.assign(state)
+    return run_episodes(self.network, self.protocol, self.episodes,
+                        self.greedy, seed=0)
 
 
 def uniform_random_returns(protocol: environments.Protocol, episodes: int,
@@ -154,61 +321,101 @@ def uniform_random_returns(protocol: environments.Protocol, episodes: int,
 
 def evaluate(workdir: str, episodes: Optional[int] = None,
              greedy: bool = False, seed: int = 0, envmodel: str = "",
-             video_frames: int = 400) -> Dict[str, Any]:
-  """Runs the agent of `workdir` for `episodes` episodes; writes eval/."""
-  config, protocol, checkpoint = load_run(workdir)
+             video_frames: int = 400,
+             checkpoint: Optional[int] = None) -> Dict[str, Any]:
+  """Runs the agent of `workdir`'s newest checkpoint (or that of learner
+  step `checkpoint`) for `episodes` episodes; writes eval/step_<N>/, the
+  index, eval/scores.json when N is the newest evaluated, and TensorBoard."""
+  config, protocol, checkpoint_path = load_run(workdir, checkpoint)
   episodes = int(episodes if episodes is not None else config.eval_episodes)
   if episodes < 1:
     raise ValueError(f"--episodes must be >= 1, given {episodes}.")
-  network, counters = load_agent(config, protocol, checkpoint, envmodel)
-
-  env = environments.make_env(protocol)
-  rng = np.random.default_rng(seed)
-  seeds = [EVAL_SEED + seed + i for i in range(episodes)]
-  returns, lengths, video = [], [], []
-  imaginations: List[Tuple[int, Any]] = []
-  try:
-    for i, episode_seed in enumerate(seeds):
-      episode_return, length, frames = run_episode(
-          network, env, episode_seed, rng, greedy,
-          record=(i == 0), imaginations=imaginations if i == 0 else None)
-      returns.append(episode_return)
-      lengths.append(length)
-      if i == 0:
-        video = frames
-  finally:
-    env.close()
-  out_dir = io_utils.ensure_writable_dir(
-      os.path.join(os.path.abspath(workdir), EVAL), "eval directory")
-  video_all, video = video, video[:video_frames]
+  network, counters = load_agent(config, protocol, checkpoint_path, envmodel)
+  result = run_episodes(network, protocol, episodes, greedy, seed,
+                        imagination=True)
+  names = environments.action_names(protocol)
+  workdir = os.path.abspath(workdir)
+  eval_dir = io_utils.ensure_writable_dir(os.path.join(workdir, EVAL),
+                                          "eval directory")
+  step = counters["learner_step"]
+  out_dir = os.path.join(eval_dir, STEP_DIR.format(step=step))
+  os.makedirs(out_dir, exist_ok=True)
+  video_all, video = result.frames, result.frames[:video_frames]
   gif = os.path.join(out_dir, "episode_000.gif")
-  pictures.save_gif(gif, [pictures.upscale(f) for f in video], duration_ms=80)
+  captioned = pictures.episode_frames(video, result.actions, result.rewards,
+                                      names)
+  pictures.save_gif(gif, captioned, duration_ms=80)
   picks = np.unique(np.linspace(0, len(video) - 1, STRIP_FRAMES).astype(int))
   strip = os.path.join(out_dir, "episode_000.png")
-  pictures.save_png(strip, pictures.grid(
-      [pictures.upscale(np.stack([video[i] for i in picks]))]))
+  pictures.save_png(strip, pictures.grid([np.stack([captioned[i]
+                                                    for i in picks])]))
   imagination_pngs = [
-      dict(step=step, png=_draw_imagination(out_dir, step, imagined,
-                                            video_all, network, config))
-      for step, imagined in imaginations]
+      dict(step=at, png=_draw_imagination(out_dir, at, imagined, video_all,
+                                          network, config, names))
+      for at, imagined in result.imaginations]
+  returns, lengths = result.returns, result.lengths
   scores = dict(
       returns=returns, lengths=lengths, mean=float(np.mean(returns)),
       std=float(np.std(returns)), min=float(np.min(returns)),
       max=float(np.max(returns)), episodes=episodes, greedy=greedy,
-      seeds=seeds, checkpoint=checkpoint, checkpoint_step=counters[
-          "learner_step"], env_steps=counters["env_steps"],
+      seeds=result.seeds, checkpoint=checkpoint_path,
+      checkpoint_step=step, env_steps=counters["env_steps"],
+      frames=counters["env_steps"] * protocol.action_repeat,
       agent=config.agent, env_id=protocol.env_id,
       envmodel=envmodel or config.envmodel, video=gif, strip=strip,
       imagination=imagination_pngs)
   io_utils.atomic_write_json(os.path.join(out_dir, SCORES), scores)
+  _update_index(eval_dir, scores)
+  animations = {"eval/episode": captioned[:ANIMATION_FRAMES]}
+  for at, imagined in result.imaginations:
+    jump, depth = network.model.spec.jump, network.depth
+    animations[f"eval/imagination_step{at:04d}"] = (
+        pictures.imagination_frames(
+            video_all[at:at + depth * jump + 1:jump], imagined["frames"][0],
+            imagined["first_actions"], jump, names))
+  _write_summaries(workdir, scores, result, animations)
   return scores
+
+
+def _update_index(eval_dir: str, scores: Dict[str, Any]) -> None:
+  """eval/index.json gets this checkpoint's entry; eval/scores.json is
+  replaced by its scores when it is the newest checkpoint evaluated."""
+  path = os.path.join(eval_dir, INDEX)
+  index = io_utils.read_json(path) if os.path.exists(path) else {}
+  step = scores["checkpoint_step"]
+  index[str(step)] = dict(
+      mean=scores["mean"], std=scores["std"], episodes=scores["episodes"],
+      greedy=scores["greedy"], env_steps=scores["env_steps"],
+      scores=os.path.join(STEP_DIR.format(step=step), SCORES))
+  io_utils.atomic_write_json(path, index)
+  if step >= max(int(s) for s in index):
+    io_utils.atomic_write_json(os.path.join(eval_dir, SCORES), scores)
+
+
+def _write_summaries(workdir: str, scores: Dict[str, Any], result: Episodes,
+                     animations: Dict[str, List[np.ndarray]]) -> None:
+  """TensorBoard (tb/evaluate), at the checkpoint's environment step:
+  eval/return_mean etc., and `animations` ({tag: frames}: the first
+  episode, an I2A's imagination)."""
+  log = MetricsLog(workdir, tensorboard=TENSORBOARD)
+  at = scores["env_steps"]
+  log.write(scores["checkpoint_step"],
+            dict(result.summary(), frames=scores["frames"]), split="eval",
+            summary_step=at, csv=False)
+  for tag, frames in animations.items():
+    log.animation(at, tag, frames, duration_ms=80 if tag == "eval/episode"
+                  else 500, description=f"checkpoint of learner step "
+                  f"{scores['checkpoint_step']}")
+  log.flush()
 
 
 def _draw_imagination(out_dir: str, step: int, imagined: Dict[str, Any],
                       frames: List[np.ndarray], network: Any,
-                      config: ml_collections.ConfigDict) -> str:
-  """eval/imagination_stepNNNN.png: what the I2A imagined at `step` of the
-  first episode (`frames`: all its frames) beside the real frames."""
+                      config: ml_collections.ConfigDict,
+                      action_names: Tuple[str, ...]) -> str:
+  """eval/step_<N>/imagination_stepNNNN.png: what the I2A imagined at
+  `step` of the first episode (`frames`: all its frames) beside the real
+  frames."""
   jump, depth = network.model.spec.jump, network.depth
   path = os.path.join(out_dir, f"imagination_step{step:04d}.png")
   pictures.imagination_figure(
@@ -216,5 +423,6 @@ def _draw_imagination(out_dir: str, step: int, imagined: Dict[str, Any],
       imagined["frames"][0], imagined["rewards"][0],
       imagined["first_actions"], jump,
       title=(f"{config.agent} ({config.network.rollout_policy}, "
-             f"{config.network.model} model): imagination at step {step}"))
+             f"{config.network.model} model): imagination at step {step}"),
+      action_names=action_names)
   return path

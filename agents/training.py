@@ -11,9 +11,12 @@ alternation makes a run deterministic for a seed.
 The run lives in a workdir: config.json / protocol.json (a different
 config is refused on resume), checkpoints/ (network, optimizer, learner
 step, env-step counter, and the actor's state: environments, frame windows,
-RNG; the last N kept), TensorBoard events and metrics.csv, and
-images/learning_curve.png (episode return vs environment steps) and, for
-an I2A, images/imagination.png (what it imagines now). Running
+RNG; the last N kept), TensorBoard events (agent summaries at environment
+steps: docs/agents.md, "TensorBoard") and metrics.csv, eval.csv (evaluation
+during training every config.eval_every env steps: agents/evaluation.py
+`TrainingEvaluation`), and images/learning_curve.png (episode return vs
+environment steps) and, for an I2A, images/imagination.png (what it
+imagines now). Running
 again in the same workdir resumes from the newest complete checkpoint and
 reproduces, update for update, the run that was not interrupted.
 
@@ -53,8 +56,11 @@ ACTOR_STATE = "actor-{step}.pkl"  # next to the TF checkpoint of that step
 LEARNING_CURVE = "learning_curve.png"
 IMAGINATION = "imagination.png"
 # Fields a resumed run may change (budgets, cadence); configs/agents/common.py.
+# Evaluation during training changes nothing of the training (agents/
+# evaluation.py TrainingEvaluation), so its settings may change too.
 RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
-                    "keep_checkpoints", "plot_every", "eval_episodes")
+                    "keep_checkpoints", "plot_every", "eval_episodes",
+                    "eval_every", "eval_greedy")
 # Fields added to the agents' configs since runs were first made, with the
 # value that reproduces those runs exactly (i2a/runs.py): an old A2C run
 # resumes with --config.loss.reward_clipping=none
@@ -74,6 +80,15 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                "plot_every", "context_length"):
     if int(config[name]) < 1:
       raise ValueError(f"config.{name} must be >= 1, given {config[name]}.")
+  if int(config.get("eval_every", 0)) < 0:
+    raise ValueError(f"config.eval_every must be >= 0 environment steps (0: "
+                     f"no evaluation during training), given "
+                     f"{config.eval_every}.")
+  if int(config.get("eval_every", 0)) and int(config.eval_episodes) < 1:
+    raise ValueError(f"config.eval_episodes must be >= 1 when "
+                     f"config.eval_every > 0, given {config.eval_episodes}; "
+                     "or turn evaluation during training off with "
+                     "--config.eval_every=0.")
   if config.batch_size % config.num_envs:
     raise ValueError(
         f"config.batch_size ({config.batch_size}) must be a multiple of "
@@ -160,8 +175,12 @@ class Trainer:
         variable_client=VariableClient(client,
                                        acting_network.learnable_variables))
     self._exit.callback(self.actor.close)
-    self.loop = LearnerLoop(config, self.workdir, self.learner,
-                            actor=self.actor)
+    # Imported here: agents/evaluation.py imports this module.
+    from agents import evaluation  # pylint: disable=import-outside-toplevel
+    self.loop = LearnerLoop(
+        config, self.workdir, self.learner, actor=self.actor,
+        evaluator=evaluation.training_evaluation(config, self.protocol,
+                                                 network))
 
   # The loop's parts, under the names they always had.
   env_steps = property(lambda self: self.loop.env_steps)
@@ -205,7 +224,8 @@ class LearnerLoop:
   def __init__(self, config: ml_collections.ConfigDict, workdir: str,
                learner: learning.Learner, *, actor: Optional[Actor] = None,
                episodes: Optional[Callable[[], List[Episode]]] = None,
-               extra_metrics: Optional[Callable[[], Dict[str, float]]] = None):
+               extra_metrics: Optional[Callable[[], Dict[str, float]]] = None,
+               evaluator: Optional[Callable[[], Any]] = None):
     """
     Args:
       config: the run's config (budget, cadence, batch).
@@ -214,8 +234,15 @@ class LearnerLoop:
       actor: the embedded actor (None in the distributed mode).
       episodes: returns newly finished episodes (distributed mode).
       extra_metrics: more columns for each logged row.
+      evaluator: runs evaluation episodes of the learner's newest weights
+        and returns their `evaluation.Episodes` (agents/evaluation.py
+        `training_evaluation`), every config.eval_every env steps and at
+        the end of the budget; None: no evaluation during training.
     """
     self.config = config
+    self.protocol = runs.protocol_from_config(config)
+    self.action_names = environments.action_names(self.protocol)
+    self.evaluator = evaluator
     self.workdir = workdir
     self.learner = learner
     self.actor = actor
@@ -243,6 +270,22 @@ class LearnerLoop:
     if self.actor is not None:
       return self.actor.env_steps
     return int(self.env_steps.numpy())
+
+  def frames(self, env_steps: int) -> int:
+    """Emulator frames in `env_steps` agent steps (protocol.action_repeat
+    each; MiniPacman: 1)."""
+    return env_steps * self.protocol.action_repeat
+
+  def budget_line(self) -> str:
+    """What config.env_steps counts, said once at the start of a run."""
+    repeat = self.protocol.action_repeat
+    line = (f"budget: config.env_steps={self.config.env_steps:,} agent "
+            "(environment) steps over all environments")
+    if repeat > 1:
+      line += (f" = {self.frames(self.config.env_steps):,} emulator frames "
+               f"(action_repeat {repeat}; papers count frames)")
+    return line + ("; TensorBoard's x axis is env steps, its frames scalar "
+                   "emulator frames")
 
   # -- Checkpoints -----------------------------------------------------------
 
@@ -282,18 +325,18 @@ class LearnerLoop:
 
   def _readable(self, path: str) -> Tuple[bool, Optional[Dict[str, Any]]]:
     """(complete and readable, the actor state if there is an actor)."""
-    try:
-      reader = tf.train.load_checkpoint(path)
-      for name in reader.get_variable_to_shape_map():
-        reader.get_tensor(name)
-      if self.actor is None:
-        return True, None
-      with open(self._actor_state_path(path), "rb") as f:
-        return True, pickle.load(f)
-    except Exception as e:  # pylint: disable=broad-except  (any damage)
-      logging.warning("checkpoint %s is incomplete or unreadable (%s)", path,
-                      e)
-      return False, None
+    damage = runs.checkpoint_damage(path)
+    if damage is None and self.actor is None:
+      return True, None
+    if damage is None:
+      try:
+        with open(self._actor_state_path(path), "rb") as f:
+          return True, pickle.load(f)
+      except Exception as e:  # pylint: disable=broad-except  (any damage)
+        damage = f"actor state: {type(e).__name__}: {e}"
+    logging.warning("checkpoint %s is incomplete or unreadable (%s)", path,
+                    damage)
+    return False, None
 
   def restore(self) -> int:
     """Restores the newest complete checkpoint; returns its learner step."""
@@ -314,7 +357,8 @@ class LearnerLoop:
       if path != candidates[0]:
         print(f"resumed from {path}: newer checkpoints were incomplete",
               flush=True)
-      self.log.truncate_after(step)
+      # TensorBoard's axis is environment steps (docs/agents.md).
+      self.log.truncate_after(step, summary_step=self.env_steps_done)
       return step
     if candidates:
       if self.actor is not None and not any(
@@ -364,13 +408,38 @@ class LearnerLoop:
     if imagined is None:
       return None
     path = os.path.join(self.workdir, "images", IMAGINATION)
+    jump = network.model.spec.jump
     image = pictures.imagination_figure(
         path, [windows[0, -1]], imagined["frames"][0], imagined["rewards"][0],
-        imagined["first_actions"], network.model.spec.jump,
+        imagined["first_actions"], jump,
         title=f"{self.config.agent} at learner step {step}: imagination "
-        "from environment 0 (its future is still unknown)")
-    self.log.image(step, "imagination", image)
+        "from environment 0 (its future is still unknown)",
+        action_names=self.action_names)
+    at = self.env_steps_done
+    self.log.image(at, "imagination", image)
+    self.log.animation(
+        at, "imagination_animated", pictures.imagination_frames(
+            [windows[0, -1]], imagined["frames"][0],
+            imagined["first_actions"], jump, self.action_names),
+        duration_ms=500, description=f"learner step {step}: the imagined "
+        "rollouts from environment 0, one model step per frame")
     return path
+
+  def evaluate(self, step: int) -> Optional[Dict[str, float]]:
+    """Evaluation during training (self.evaluator) at learner step `step`:
+    a row of eval.csv and `eval/...` scalars at the env step, and the first
+    episode as the animation `eval/episode`. None without an evaluator."""
+    if self.evaluator is None:
+      return None
+    result = self.evaluator()
+    at = self.env_steps_done
+    row = dict(result.summary(), env_steps=at, frames=self.frames(at))
+    values = self.log.write(step, row, split="eval", summary_step=at)
+    self.log.animation(
+        at, "eval/episode", result.animation(self.action_names),
+        duration_ms=80, description=f"the first evaluation episode at "
+        f"learner step {step}")
+    return values
 
   # -- The loop --------------------------------------------------------------
 
@@ -388,6 +457,8 @@ class LearnerLoop:
     env_steps_per_update = config.batch_size * config.unroll_length
     progress = Progress(f"train {config.agent}", config.env_steps,
                         "env steps", initial=self.env_steps_done)
+    print(self.budget_line(), flush=True)
+    eval_every = int(config.get("eval_every", 0))
     recent_returns = collections.deque(maxlen=100)
     window: Dict[str, List[float]] = collections.defaultdict(list)
     episodes: List[Episode] = []
@@ -407,6 +478,7 @@ class LearnerLoop:
     # first missed and end the loop without the final checkpoint).
     final = self.env_steps_done >= config.env_steps or should_stop()
     while not final:
+      before = self.env_steps_done
       if self.actor is not None:
         for _ in range(unrolls_per_update):
           _, finished = self.actor.unroll()
@@ -425,6 +497,7 @@ class LearnerLoop:
         row = {k: float(np.mean(v)) for k, v in window.items()}
         row.update(
             env_steps=self.env_steps_done,
+            frames=self.frames(self.env_steps_done),
             episodes=int(self.episodes.numpy()),
             episode_return=(float(np.mean([e.episode_return
                                            for e in episodes]))
@@ -436,9 +509,11 @@ class LearnerLoop:
             learner_steps_per_s=(step - interval_learner_steps) / elapsed)
         if self._extra_metrics is not None:
           row.update(self._extra_metrics())
-        self.log.write(step, row)
+        self.log.write(step, row, summary_step=self.env_steps_done)
         extras = dict(step=step,
                       learner_steps_per_s=row["learner_steps_per_s"])
+        if self.protocol.action_repeat > 1:
+          extras["frames"] = row["frames"]
         if recent_returns:
           extras["return"] = float(np.mean(recent_returns))
         progress.update(self.env_steps_done - progress.done, force=True,
@@ -447,6 +522,13 @@ class LearnerLoop:
         episodes = []
         interval_start, interval_env_steps = now, self.env_steps_done
         interval_learner_steps = step
+      # Every eval_every env steps (when an update crosses a multiple) and
+      # at the budget's end; rows after a resume's checkpoint are dropped
+      # (MetricsLog.truncate_after) and computed again, identically.
+      if eval_every and (
+          self.env_steps_done // eval_every > before // eval_every or
+          self.env_steps_done >= config.env_steps):
+        self.evaluate(step)
       if step % config.checkpoint_every == 0 or final:
         self.save()
       if step % config.plot_every == 0 or final:

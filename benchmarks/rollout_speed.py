@@ -36,9 +36,14 @@ with one run each (benchmarks/thread_settings.py alternates them).
 Models are untrained (speed does not depend on the weights) and built with
 the `paper` and `small` presets' hyperparameters (configs/envmodels/).
 
+`--value-checks both` times every cell twice, traced with and without the
+API's value checks (envmodels/base.py, `value_checks`), round-robin in one
+run: their cost (docs/performance.md). The default `on` is what agents run.
+
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
-      [--noise table,ndtri,free,zeros] [--threads auto] [--output FILE]
+      [--value-checks on|off|both] [--noise table,ndtri,free,zeros]
+      [--threads auto] [--output FILE]
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
-from envmodels import noise, precision
+from envmodels import base, noise, precision
 from i2a import io_utils, pretraining
 
 RESULTS = os.path.join(HERE, "results")
@@ -142,9 +147,11 @@ def build(kind: str, size: str) -> envmodels.EnvModel:
   return model
 
 
-def functions(model: envmodels.EnvModel) -> Dict[str, Callable[[], Any]]:
+def functions(model: envmodels.EnvModel, checks: bool = True
+              ) -> Dict[str, Callable[[], Any]]:
   """The timed calls, on fixed inputs: initial state, abstract and rendered
-  rollouts from a (precomputed) tiled initial state."""
+  rollouts from a (precomputed) tiled initial state; traced (on their first
+  call) with the API's value checks on or off."""
   spec = model.spec
   rng = np.random.RandomState(0)
   context = tf.constant(rng.randint(
@@ -171,15 +178,54 @@ def functions(model: envmodels.EnvModel) -> Dict[str, Callable[[], Any]]:
       return outputs
     return run
 
-  state = initial(context)
+  def with_checks(fn: Callable[[], Any]) -> Callable[[], Any]:
+    def call():
+      with base.value_checks(checks):
+        return fn()
+    return call
+
+  state = with_checks(lambda: initial(context))()
   abstract, rendered = rollout(False), rollout(True)
   return {
-      "initial": lambda: initial(context),
-      "abstract": lambda: abstract(state, actions, keys),
-      "rendered": lambda: rendered(state, actions, keys),
-      "_abstract_graph": lambda: abstract.get_concrete_function(
-          state, actions, keys).graph,
+      "initial": with_checks(lambda: initial(context)),
+      "abstract": with_checks(lambda: abstract(state, actions, keys)),
+      "rendered": with_checks(lambda: rendered(state, actions, keys)),
+      "_abstract_graph": with_checks(lambda: abstract.get_concrete_function(
+          state, actions, keys).graph),
   }
+
+
+def check_cost(model: envmodels.EnvModel, repeats: int) -> Dict[str, float]:
+  """Microseconds the value checks add to encoding one abstract call's
+  actions (DEPTH steps of [ROWS, c]), int and relaxed: the same tf.function
+  traced with and without them, interleaved, median of 50 * repeats calls
+  each."""
+  spec = model.spec
+  rng = np.random.RandomState(1)
+  inputs = {
+      "int": tf.constant(rng.randint(0, spec.num_actions,
+                                     (DEPTH, ROWS, spec.jump)), tf.int32),
+      "relaxed": tf.nn.softmax(tf.constant(rng.normal(
+          size=(DEPTH, ROWS, spec.jump, spec.num_actions)), tf.float32)),
+  }
+  cost = {}
+  for name, actions in inputs.items():
+    traced = {}
+    for checks in (True, False):
+      with base.value_checks(checks):
+        fn = tf.function(lambda a: [model.encode_actions(a[t])
+                                    for t in range(DEPTH)])
+        fn(actions)  # traced here, under the scope
+      traced[checks] = fn
+    times: Dict[bool, List[float]] = {True: [], False: []}
+    for _ in range(50 * repeats):
+      for checks in (True, False):
+        start = time.perf_counter()
+        traced[checks](actions)
+        times[checks].append(time.perf_counter() - start)
+    cost[f"check_us_{name}"] = 1e6 * float(
+        np.median(times[True]) - np.median(times[False]))
+  return cost
 
 
 def gflop(graph: tf.Graph) -> float:
@@ -218,51 +264,55 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
   return (time.perf_counter() - start) / calls
 
 
-def measure(sizes, kinds, precisions, repeats: int,
+def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
             variants=("table",)) -> List[Dict[str, Any]]:
   rows: List[Dict[str, Any]] = []
   for size in sizes:
     models = {kind: build(kind, size) for kind in kinds}
-    runs = [(kind, v) for kind in kinds
+    # A run is a kind traced with (True) or without the value checks, and
+    # with one of the noise variants (stochastic kinds only).
+    runs = [(kind, checks, v) for kind in kinds for checks in check_modes
             for v in (variants if kind in STOCHASTIC else variants[:1])]
     calls = {}
-    for kind, v in runs:  # each variant traces its own functions
+    for kind, checks, v in runs:  # each run traces its own functions
       with noise_variant(v):
-        calls[(kind, v)] = functions(models[kind])
-    cells = [(kind, v, p, name) for kind, v in runs for p in precisions
+        calls[(kind, checks, v)] = functions(models[kind], checks)
+    cells = [(run, p, name) for run in runs for p in precisions
              for name in ("initial", "abstract", "rendered")]
 
     def call(cell) -> float:
-      kind, v, p, name = cell
-      with noise_variant(v), precision.scope(p):
-        return time_call(calls[(kind, v)][name], 2)
+      run, p, name = cell
+      with noise_variant(run[2]), precision.scope(p):
+        return time_call(calls[run][name], 2)
     for cell in cells:  # warm up: trace and optimise each
       call(cell)
     samples: Dict[Any, List[float]] = {cell: [] for cell in cells}
     for round_ in range(repeats):
-      for cell in cells:
+      # Alternate the order: no cell always runs right after another.
+      for cell in (cells if round_ % 2 == 0 else cells[::-1]):
         samples[cell].append(call(cell))
       print(f"{size}: round {round_ + 1}/{repeats}", flush=True)
     state_shape = None
-    for kind, v in runs:
+    for run in runs:
+      kind, checks, v = run
       with noise_variant(v):
-        graph = calls[(kind, v)]["_abstract_graph"]()
+        graph = calls[run]["_abstract_graph"]()
       flops = gflop(graph)
       for p in precisions:
-        median = {name: float(np.median(samples[(kind, v, p, name)]))
+        median = {name: float(np.median(samples[(run, p, name)]))
                   for name in ("initial", "abstract", "rendered")}
         if state_shape is None:  # [h, w, d] of the first step's features
           state_shape = graph.outputs[0].shape.as_list()[1:]
         jump = models[kind].spec.jump
         rows.append(dict(
             size=size, kind=kind, precision=p, jump=jump,
-            noise=v if kind in STOCHASTIC else "none",
+            value_checks=checks, noise=v if kind in STOCHASTIC else "none",
             abstract_per_s=ROWS * DEPTH / median["abstract"],
             rendered_per_s=ROWS * DEPTH / median["rendered"],
             with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
                                                median["initial"]),
             initial_ms=1e3 * median["initial"],
-            samples_ms={name: [1e3 * t for t in samples[(kind, v, p, name)]]
+            samples_ms={name: [1e3 * t for t in samples[(run, p, name)]]
                         for name in ("initial", "abstract", "rendered")},
             gflop_per_s=flops / median["abstract"],
             gflop_per_call=flops))
@@ -274,9 +324,16 @@ def measure(sizes, kinds, precisions, repeats: int,
       if row["size"] == size:
         row["conv_peak_gflop_per_s"] = with_peak[row["precision"]]
         row["state_shape"] = state_shape
+    if len(check_modes) == 2:
+      for kind in kinds:
+        cost = check_cost(models[kind], repeats)
+        for row in rows:
+          if row["size"] == size and row["kind"] == kind:
+            row.update(cost)
   for row in rows:  # x AR per primitive step, same size and precision
     ar = [r for r in rows if r["kind"] == "ar" and r["size"] == row["size"]
-          and r["precision"] == row["precision"]]
+          and r["precision"] == row["precision"] and
+          r["value_checks"] == row["value_checks"]]
     if ar:
       row["x_ar"] = (row["abstract_per_s"] * row["jump"] /
                      ar[0]["abstract_per_s"])
@@ -286,13 +343,14 @@ def measure(sizes, kinds, precisions, repeats: int,
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
-  lines = ["| size | kind | noise | precision | abstract /s | "
-           "with s_t\\|t /s | rendered /s | s_t\\|t ms | x AR (prim.) | "
-           "x AR with s_t\\|t | GFLOP/s | % conv peak |", "|---" * 12 + "|"]
+  lines = ["| size | kind | noise | precision | value checks | "
+           "abstract /s | with s_t\\|t /s | rendered /s | s_t\\|t ms | "
+           "x AR (prim.) | x AR with s_t\\|t | GFLOP/s | % conv peak |",
+           "|---" * 13 + "|"]
   for r in rows:
     lines.append(
         f"| {r['size']} | {r['kind']} | {r.get('noise', 'table')} | "
-        f"{r['precision']} | "
+        f"{r['precision']} | {'on' if r['value_checks'] else 'off'} | "
         f"{r['abstract_per_s']:,.0f} | {r['with_initial_per_s']:,.0f} | "
         f"{r['rendered_per_s']:,.0f} | {r['initial_ms']:.1f} | "
         f"{r.get('x_ar', float('nan')):.1f} | "
@@ -304,6 +362,14 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
       f"({ROWS} rows), noise keys, untrained models; median of the rounds, "
       "timed round-robin. Transitions are model steps; x AR compares per "
       "primitive step (a jumpy model's step is c of them).")
+  costs = list({(r["size"], r["kind"], r["precision"]): r for r in rows
+                if "check_us_int" in r and r["value_checks"]}.values())
+  if costs:
+    lines.append("\nValue checks alone (encoding one call's actions with "
+                 "minus without them, us): " + ", ".join(
+                     f"{r['size']} {r['kind']} {r['precision']}: int "
+                     f"{r['check_us_int']:.0f}, relaxed "
+                     f"{r['check_us_relaxed']:.0f}" for r in costs))
   return "\n".join(lines)
 
 
@@ -313,6 +379,10 @@ def main() -> None:
   parser.add_argument("--kinds", default=",".join(KINDS))
   parser.add_argument("--precisions", default="")
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--value-checks", default="on",
+                      choices=("on", "off", "both"),
+                      help="trace with the API's value checks (on, what "
+                      "agents run), without, or both side by side")
   parser.add_argument("--noise", default="table",
                       help=f"keyed-normal variants to compare: {NOISE}")
   parser.add_argument("--threads", default=precision.THREADS_AUTO,
@@ -335,7 +405,10 @@ def main() -> None:
     precision.resolve(p)  # refuses what this machine cannot run
   if not variants:
     parser.error(f"--noise is empty; choose from {NOISE}")
-  rows = measure(sizes, kinds, precisions, args.repeats, variants)
+  check_modes = {"on": (True,), "off": (False,),
+                 "both": (True, False)}[args.value_checks]
+  rows = measure(sizes, kinds, precisions, args.repeats, check_modes,
+                 variants)
   table = markdown(rows)
   print(table)
   io_utils.atomic_write_json(args.output, dict(

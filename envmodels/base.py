@@ -2,7 +2,10 @@
 
 Data flow: `i2a.pretrain` trains an `EnvModel` with `loss(batch)`; the trained
 module is exported (`envmodels.export`) and loaded frozen by agents, which
-only ever call `initial_state`, `step`, `render` and `rollout`.
+only ever use this contract: `initial_state`, `step`, `render`, `rollout`,
+`state_features`, `deterministic`, `tile_state` and, for a `LiveEnvModel`
+(the emulator oracle), `initial_state_from_envs` / `release`. An agent never
+asks for a model's class or kind name (docs/architecture.md).
 
 Conventions (see README.md, "Sequences"):
   * A batch of sequences is a dict with
@@ -24,8 +27,9 @@ Conventions (see README.md, "Sequences"):
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import sonnet as snt
 import tensorflow as tf
@@ -76,18 +80,128 @@ class LossOutput(NamedTuple):
   metrics: Dict[str, tf.Tensor]  # scalars for logging (nats, KL, ...)
 
 
+# Value checks (docs/envmodels.md, "What is validated where"): on unless
+# `value_checks(False)` is active while a function is traced or run eagerly
+# (benchmarks/rollout_speed.py measures their cost that way; nothing else
+# turns them off).
+_VALUE_CHECKS = [True]
+# How far the rows of relaxed actions may sum from 1 (and entries fall
+# below 0): rounding of a float32 softmax or straight-through one-hot is far
+# smaller; 16-bit probabilities (mixed precision) round to ~1e-2.
+RELAXED_TOLERANCE = 1e-3
+RELAXED_TOLERANCE_16_BIT = 2e-2
+
+
+@contextlib.contextmanager
+def value_checks(enabled: bool) -> Iterator[None]:
+  """Turns the API's value checks on or off for calls and traces inside the
+  block (shape and dtype checks always run). For measuring their cost only:
+  without them, bad values silently give wrong outputs."""
+  previous = _VALUE_CHECKS[0]
+  _VALUE_CHECKS[0] = bool(enabled)
+  try:
+    yield
+  finally:
+    _VALUE_CHECKS[0] = previous
+
+
+def check_values(condition: tf.Tensor, message: List[Any]) -> List[tf.Operation]:
+  """Checks a scalar bool `condition` on values, with one clear message.
+
+  message: strings and scalar tensors (the given values), joined in order.
+  Eagerly a false condition raises ValueError with the joined text; inside
+  tf.function it returns an assertion op that raises
+  tf.errors.InvalidArgumentError with the same pieces when it runs (the
+  caller puts its outputs under tf.control_dependencies of the ops).
+  Returns [] when checks are off or the condition holds eagerly.
+  """
+  if not _VALUE_CHECKS[0]:
+    return []
+  if tf.executing_eagerly():
+    if not bool(condition):
+      raise ValueError("".join(
+          piece if isinstance(piece, str) else str(_plain(piece))
+          for piece in message))
+    return []
+  return [tf.debugging.Assert(condition, message, summarize=8)]
+
+
+def _plain(value: Any) -> Any:
+  value = value.numpy() if hasattr(value, "numpy") else value
+  return value.item() if hasattr(value, "item") else value
+
+
+def _check_batch_size(what: str, tensor: tf.Tensor) -> List[tf.Operation]:
+  """B > 0 for `tensor` [B, ...]: ValueError for a static B = 0, an
+  assertion (check_values) when B is only known at run time."""
+  if tensor.shape.rank is not None and tensor.shape[0] is not None:
+    if tensor.shape[0] == 0:
+      raise ValueError(f"{what}: expected a batch of B > 0 rows, given "
+                       f"shape {tensor.shape.as_list()}. Pass at least one "
+                       "row.")
+    return []
+  return check_values(tf.shape(tensor)[0] > 0, [
+      f"{what}: expected a batch of B > 0 rows, given B = ",
+      tf.shape(tensor)[0], ". Pass at least one row."])
+
+
+def _after(checks: List[tf.Operation], tensor: tf.Tensor) -> tf.Tensor:
+  """`tensor`, computed only after `checks` passed (identity if none)."""
+  if not checks:
+    return tensor
+  with tf.control_dependencies(checks):
+    return tf.identity(tensor)
+
+
+def tile_state(state: State, multiples: int) -> State:
+  """[B, ...] -> [B * K, ...] for every tensor of a state nest; row b * K + k
+  is a copy of row b (K = multiples >= 1). The one implementation behind
+  `EnvModel.tile_state`."""
+  if isinstance(multiples, bool) or not isinstance(multiples, int) or (
+      multiples < 1):
+    raise ValueError(f"tile_state multiples must be a positive int, given "
+                     f"{multiples!r}.")
+  return tf.nest.map_structure(lambda x: tf.repeat(x, multiples, axis=0),
+                               state)
+
+
 def _shape_error(what: str, expected: str, given: tf.TensorShape) -> ValueError:
   return ValueError(
       f"{what}: expected shape {expected}, given {given.as_list()}. "
       "Check the model's spec (envmodels.load(...).spec).")
 
 
+def check_frames_dtype(what: str, frames: tf.Tensor) -> None:
+  """Frames are raw uint8 (0-255); models preprocess them themselves."""
+  if frames.dtype != tf.uint8:
+    raise ValueError(
+        f"{what}: expected uint8 frames (0-255), given {frames.dtype.name}. "
+        "Pass the raw frames the environment gives; float frames in [0, 1] "
+        "would be read as 0-255 (there is no float path).")
+
+
+def rollout_length(actions: tf.Tensor) -> int:
+  """T of rollout actions [B, T, ...]: static and >= 1 (ValueError if not)."""
+  num_steps = actions.shape[1]
+  if num_steps is None:
+    raise ValueError("rollout actions need a static T axis (axis 1), given "
+                     f"{actions.shape.as_list()}.")
+  if num_steps < 1:
+    raise ValueError("rollout actions: expected T >= 1 steps (axis 1), given "
+                     f"shape {actions.shape.as_list()}. Pass at least one "
+                     "step of actions.")
+  return num_steps
+
+
 class EnvModel(snt.Module, abc.ABC):
   """Base class of every environment model kind.
 
   Subclasses implement `_initial_state`, `_step`, `_render` and `loss`; this
-  class validates shapes (in eager and tf.function code alike, from static
-  shapes) and encodes actions.
+  class validates shapes and dtypes (in eager and tf.function code alike,
+  from static shapes) and values (uint8 frames, action indices in [0, A),
+  relaxed actions that are probability vectors, B > 0, T >= 1: ValueError
+  eagerly, InvalidArgumentError with the same text inside tf.function; see
+  docs/envmodels.md, "What is validated where") and encodes actions.
   """
 
   # False for models that are not trained (the emulator oracle): suites
@@ -125,7 +239,9 @@ class EnvModel(snt.Module, abc.ABC):
       raise _shape_error("initial_state observations",
                          f"[B, {', '.join(map(str, expected))}]",
                          observations.shape)
-    return self._initial_state(observations)
+    check_frames_dtype("initial_state observations", observations)
+    checks = _check_batch_size("initial_state observations", observations)
+    return self._initial_state(_after(checks, observations))
 
   def step(self, state: State, actions: tf.Tensor,
            noise: Optional[tf.Tensor] = None) -> Tuple[State, StepOutput]:
@@ -163,10 +279,7 @@ class EnvModel(snt.Module, abc.ABC):
     if actions.shape.rank is None or actions.shape.rank < 2:
       raise _shape_error("rollout actions", "[B, T, c] or [B, T, c, A]",
                          actions.shape)
-    num_steps = actions.shape[1]
-    if num_steps is None:
-      raise ValueError("rollout actions need a static T axis (axis 1), given "
-                       f"{actions.shape.as_list()}.")
+    num_steps = rollout_length(actions)
     features, rewards, frames = [], [], []
     for t in range(num_steps):
       state, out = self.step(state, actions[:, t])
@@ -182,6 +295,25 @@ class EnvModel(snt.Module, abc.ABC):
   @abc.abstractmethod
   def loss(self, batch: Dict[str, tf.Tensor], **knobs: Any) -> LossOutput:
     """Training loss on a batch of sequences (see module docstring)."""
+
+  @abc.abstractmethod
+  def state_features(self, state: State) -> tf.Tensor:
+    """The abstract features float32 [B, h, w, d] of a model state: what
+    `StepOutput.features` gave for a state reached by a step, and for an
+    initial state (s_t|t) the same kind of map (an agent's encoder reads
+    both: the distillation target, the copy baseline)."""
+
+  @property
+  @abc.abstractmethod
+  def deterministic(self) -> bool:
+    """Whether `step`'s outputs are a function of (state, actions) alone:
+    steps with different noise keys give equal outputs iff True (a planner
+    then needs one sample per candidate)."""
+
+  def tile_state(self, state: State, multiples: int) -> State:
+    """Repeats every tensor of a state nest: [B, ...] -> [B * K, ...], row
+    b * K + k a copy of row b (K = multiples)."""
+    return tile_state(state, multiples)
 
   @property
   def uses_actions(self) -> bool:
@@ -243,11 +375,15 @@ class EnvModel(snt.Module, abc.ABC):
           "loss batch['observation']",
           f"[B, L, {', '.join(map(str, frame))}] with static L = "
           f"context_length + T > {k}", observation.shape)
+    check_frames_dtype("loss batch['observation']", observation)
     action = tf.convert_to_tensor(batch["action"])
     if (action.shape.rank != 3 or
         not action.shape[1:].is_compatible_with([length, c])):
       raise _shape_error("loss batch['action']", f"[B, {length}, {c}]",
                          action.shape)
+    if not action.dtype.is_integer:
+      raise ValueError("loss batch['action']: expected int32 action indices, "
+                       f"given {action.dtype.name}.")
     reward = tf.convert_to_tensor(batch["reward"])
     if (reward.shape.rank != 2 or
         not reward.shape[1:].is_compatible_with([length])):
@@ -278,8 +414,11 @@ class EnvModel(snt.Module, abc.ABC):
           [c]):
         raise _shape_error("step actions (int)", f"[B, {c}]" +
                            (" or [B]" if c == 1 else ""), actions.shape)
-      encoded = tf.one_hot(actions, num_actions, dtype=tf.float32)
-    else:
+      checks = _check_batch_size("step actions (int)", actions)
+      checks += self._check_int_actions(actions)
+      encoded = tf.one_hot(_after(checks, actions), num_actions,
+                           dtype=tf.float32)
+    elif actions.dtype.is_floating:
       if c == 1 and actions.shape.rank == 2:
         actions = actions[:, None]
       if actions.shape.rank != 3 or not actions.shape[1:].is_compatible_with(
@@ -288,11 +427,52 @@ class EnvModel(snt.Module, abc.ABC):
                            f"[B, {c}, {num_actions}]" +
                            (f" or [B, {num_actions}]" if c == 1 else ""),
                            actions.shape)
-      encoded = tf.cast(actions, tf.float32)
+      checks = _check_batch_size("step actions (probabilities)", actions)
+      checks += self._check_relaxed_actions(actions)
+      encoded = tf.cast(_after(checks, actions), tf.float32)
+    else:
+      raise ValueError(
+          f"step actions: expected int action indices [B, {c}] or float "
+          f"probabilities [B, {c}, {num_actions}], given dtype "
+          f"{actions.dtype.name}.")
     batch = tf.shape(encoded)[0]
     if self.spec.action_free:
       return tf.zeros([batch, 0], tf.float32)
     return tf.reshape(encoded, [batch, c * num_actions])
+
+  def _check_int_actions(self, actions: tf.Tensor) -> List[tf.Operation]:
+    """Indices of int [B, c] actions in [0, num_actions)."""
+    if actions.shape.num_elements() == 0:
+      return []
+    num_actions = self.spec.num_actions
+    low, high = tf.reduce_min(actions), tf.reduce_max(actions)
+    return check_values(
+        tf.logical_and(low >= 0, high < num_actions),
+        [f"step actions (int): expected action indices in [0, {num_actions})"
+         f" (spec.num_actions = {num_actions}); given out-of-range values "
+         "(min ", low, ", max ", high, "). Pass indices of primitive "
+         "actions, or probabilities [B, c, A] for relaxed actions."])
+
+  def _check_relaxed_actions(self, actions: tf.Tensor) -> List[tf.Operation]:
+    """Relaxed float [B, c, A] actions: finite, >= 0, rows summing to 1."""
+    if actions.shape.num_elements() == 0:
+      return []
+    tolerance = (RELAXED_TOLERANCE_16_BIT if actions.dtype.size <= 2
+                 else RELAXED_TOLERANCE)
+    values = tf.cast(actions, tf.float32)
+    finite = tf.math.is_finite(values)
+    nonfinite = tf.reduce_sum(tf.cast(tf.logical_not(finite), tf.int32))
+    values = tf.where(finite, values, tf.zeros_like(values))  # for min, sum
+    low = tf.reduce_min(values)
+    error = tf.reduce_max(tf.abs(tf.reduce_sum(values, axis=-1) - 1.0))
+    return check_values(
+        (nonfinite == 0) & (low >= -tolerance) & (error <= tolerance),
+        [f"step actions (probabilities): expected probabilities over the "
+         f"{self.spec.num_actions} actions: finite, >= 0, each [c] row "
+         f"summing to 1 within {tolerance:g}; given ", nonfinite,
+         " NaN/infinite entries, smallest finite entry ", low,
+         ", rows off 1 by up to ", error, ". Pass a softmax of finite "
+         "logits (or int action indices)."])
 
   def sample_normal(self, shape: tf.Tensor) -> tf.Tensor:
     """Standard normal noise of `shape` [B, ...]: from the step's noise keys
@@ -320,3 +500,34 @@ class EnvModel(snt.Module, abc.ABC):
   @abc.abstractmethod
   def _render(self, state: State) -> tf.Tensor:
     ...
+
+
+class LiveEnvModel(EnvModel):
+  """A model kind that starts from live environments, not from frames (the
+  emulator oracle, envmodels/oracle.py). Ask with
+  `isinstance(model, LiveEnvModel)`: agents snapshot their environments
+  into its state (`initial_state_from_envs`), free the snapshots after use
+  (`release`), and never call `initial_state(frames)`, which raises. Such a
+  model is not trained or exported (`learned` is False)."""
+
+  learned = False
+
+  def initial_state(self, observations: tf.Tensor) -> State:
+    raise ValueError(
+        f"the {self.spec.kind!r} model cannot start from observations: it "
+        "starts from live environments. Snapshot them instead: "
+        "model.initial_state_from_envs(envs).")
+
+  def _initial_state(self, observations: tf.Tensor) -> State:
+    return self.initial_state(observations)
+
+  @abc.abstractmethod
+  def initial_state_from_envs(self, envs: Any,
+                              observations: Optional[Any] = None) -> State:
+    """The state of B live environments (only read, never stepped);
+    observations: optional uint8 [B, H, W, C], the frames the agent sees."""
+
+  def release(self, state: State) -> None:
+    """Frees what `state` holds (snapshots); works eagerly and inside
+    tf.function. Default: nothing to free."""
+    del state

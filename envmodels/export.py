@@ -78,6 +78,21 @@ def _read_spec_json(path: str) -> Dict[str, Any]:
   return data if isinstance(data, dict) else None
 
 
+def _umask() -> int:
+  """The process's umask (as i2a.io_utils._umask: read from Linux's
+  /proc/self/status, so other threads never see it changed)."""
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  except (OSError, ValueError, IndexError):
+    pass
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
 def _write_file(path: str, text: str) -> None:
   with open(path, "w", encoding="utf-8") as f:
     f.write(text)
@@ -148,6 +163,10 @@ def export(model: base.EnvModel, export_dir: str) -> str:
   os.makedirs(parent, exist_ok=True)
   tmp_dir = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
   try:
+    # mkdtemp's directory is private (0o700): the export gets the mode a
+    # plain makedirs would give (i2a.io_utils.usual_mode; envmodels does not
+    # import i2a).
+    os.chmod(tmp_dir, 0o777 & ~_umask())
     tf.train.Checkpoint(model=model).write(
         os.path.join(tmp_dir, VARIABLES_PREFIX))
     _write_file(os.path.join(tmp_dir, SPEC_FILE), spec_text + "\n")

@@ -46,9 +46,10 @@ Decisions:
     are None (`uses_actions` is False for that reason, although the outputs
     do depend on the actions). Relaxed actions float32 [B, c, A] are turned
     into primitive actions by argmax (`relaxed_actions='argmax'`, default)
-    or sampled from them with the model's seeded generator ('sample'). An
-    int action outside [0, A), or an all-zero probability row, raises a
-    ValueError.
+    or sampled from them with the model's seeded generator ('sample'). The
+    API's value checks apply (envmodels/base.py): an int action outside
+    [0, A), or a relaxed row that is not a probability vector (e.g. all
+    zero), raises a ValueError (InvalidArgumentError inside tf.function).
   * Jumpy steps and episode ends. One step runs the c = spec.jump primitive
     actions on the primitive environment (what i2a's JumpyWrapper does:
     rewards summed, the last frame kept) and stops early when the episode
@@ -68,8 +69,10 @@ Decisions:
     from frames (emulator state cannot be recovered from pixels: use
     `initial_state_from_envs`), `loss` (nothing to train), `registry.build`
     without `env_fn`, and `envmodels.export` (an ExportError: there are no
-    variables to save). It registers as kind 'oracle' with `learned = False`,
-    so suites over learned kinds can skip it.
+    variables to save). It is a `LiveEnvModel` (envmodels.base: agents ask
+    `isinstance(model, LiveEnvModel)`, never the kind name), registered as
+    kind 'oracle' with `learned = False`, so suites over learned kinds can
+    skip it.
 """
 
 from __future__ import annotations
@@ -295,7 +298,7 @@ def _host_call(function: Callable[..., Tuple[np.ndarray, ...]],
 
 @registry.register(KIND)
 @snt.allow_empty_variables
-class OracleModel(base.EnvModel):
+class OracleModel(base.LiveEnvModel):
   """The real environment as an EnvModel (see the module docstring).
 
   Args:
@@ -311,7 +314,9 @@ class OracleModel(base.EnvModel):
       primitive actions.
   """
 
-  learned = False  # no variables, no loss, no export: not a learned kind
+  # A LiveEnvModel: not learned (no variables, no loss, no export), started
+  # from live environments. It replays the environment's own future.
+  deterministic = True
 
   def __init__(self, spec: base.EnvModelSpec,
                env_fn: Optional[Callable[[], gym.Env]] = None, seed: int = 0,
@@ -398,6 +403,11 @@ class OracleModel(base.EnvModel):
         "OracleModel(spec, env_fn=...).")
 
   # -- States --------------------------------------------------------------
+
+  def state_features(self, state: OracleState) -> tf.Tensor:
+    """space_to_depth(8) of the state's frame: float32 [B, H/8, W/8, 64 C]
+    in [0, 1], what a step gives as features."""
+    return tf.nn.space_to_depth(self.render(state), 8)
 
   @property
   def uses_actions(self) -> bool:
@@ -633,10 +643,7 @@ class OracleModel(base.EnvModel):
     if actions.shape.rank is None or actions.shape.rank < 2:
       raise base._shape_error(  # pylint: disable=protected-access
           "rollout actions", "[B, T, c] or [B, T, c, A]", actions.shape)
-    num_steps = actions.shape[1]
-    if num_steps is None:
-      raise ValueError("rollout actions need a static T axis (axis 1), given "
-                       f"{actions.shape.as_list()}.")
+    num_steps = base.rollout_length(actions)
     primitive = tf.stack(
         [self._primitive_actions(self.encode_actions(actions[:, t]))
          for t in range(num_steps)], axis=1)  # [B, T, c]

@@ -210,11 +210,8 @@ class _PixelModel(EnvModel):
     return losses.preprocess_frames(frames, self._hyperparameters["bit_depth"])
 
   def _context_frames(self, observations: tf.Tensor) -> tf.Tensor:
-    """uint8 [B, k, H, W, C] -> float [B, k, H, W, C] (checks the dtype)."""
-    if observations.dtype != tf.uint8:
-      raise ValueError("initial_state observations: expected uint8 frames, "
-                       f"given {observations.dtype.name}; pass the raw "
-                       "frames, the model preprocesses them.")
+    """uint8 [B, k, H, W, C] -> float [B, k, H, W, C] (the dtype is checked
+    by `initial_state` and `check_batch`)."""
     return self._preprocess(observations)
 
   def _frame_mean(self, decoder_output: tf.Tensor) -> tf.Tensor:
@@ -236,15 +233,7 @@ class _PixelModel(EnvModel):
 
   def _check_batch(self, batch: Mapping[str, tf.Tensor]) -> Tuple[int, int]:
     """Checks a batch of sequences (see base.py) -> (L, T)."""
-    num_steps = self.check_batch(batch)  # shapes and keys
-    observation = tf.convert_to_tensor(batch["observation"])
-    if observation.dtype != tf.uint8:
-      raise ValueError("loss batch['observation']: expected uint8 frames, "
-                       f"given {observation.dtype.name}.")
-    action = tf.convert_to_tensor(batch["action"])
-    if not action.dtype.is_integer:
-      raise ValueError("loss batch['action']: expected int32 action indices, "
-                       f"given {action.dtype.name}.")
+    num_steps = self.check_batch(batch)  # keys, shapes and dtypes
     return self.spec.context_length + num_steps, num_steps
 
   @staticmethod
@@ -369,6 +358,14 @@ class VAEBaseline(_PixelModel):
     return VAEState(context=context,
                     step=tf.zeros(tf.shape(context)[:1], tf.int32),
                     features=tf.zeros_like(context), last_frame=frames[:, -1])
+
+  deterministic = False  # z ~ p(z_t | c, t) at every step
+
+  def state_features(self, state: VAEState) -> tf.Tensor:
+    """The context encoding c for an initial state (step 0), else the last
+    step's f_t [B, h, w, D]."""
+    initial = tf.equal(state.step, 0)[:, None, None, None]  # [B, 1, 1, 1]
+    return tf.where(initial, state.context, state.features)
 
   def _step(self, state: VAEState,
             encoded_actions: tf.Tensor) -> Tuple[VAEState, StepOutput]:
@@ -518,6 +515,12 @@ class AutoregressiveModel(_TeacherForcedModel):
     encodings = _window(self._encode_sequence(frames))  # [B, h, w, k * E]
     return ARState(encodings=encodings, frame=frames[:, -1])
 
+  deterministic = True  # the decoder's mean frame is fed back
+
+  def state_features(self, state: ARState) -> tf.Tensor:
+    """e(o_t) of the newest frame [B, h, w, E], what a step gives."""
+    return state.encodings[..., -self._encoder_channels:]
+
   def _step(self, state: ARState,
             encoded_actions: tf.Tensor) -> Tuple[ARState, StepOutput]:
     predictive = self._predict(state.encodings, encoded_actions)
@@ -592,6 +595,12 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     encodings = self._encode_sequence(frames)  # [B, k, h, w, E]
     return RARState(abstract_state=self._initial_net(_window(encodings)),
                     frame_encoding=encodings[:, -1], frame=frames[:, -1])
+
+  deterministic = True  # the prior's mean, the decoder's mean frame
+
+  def state_features(self, state: RARState) -> tf.Tensor:
+    """s_t [B, h, w, D], what a step gives."""
+    return state.abstract_state
 
   def _step(self, state: RARState,
             encoded_actions: tf.Tensor) -> Tuple[RARState, StepOutput]:

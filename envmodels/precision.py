@@ -71,19 +71,23 @@ _REWRITES = {"bf16": "auto_mixed_precision_onednn_bfloat16",
 
 
 @functools.lru_cache(maxsize=None)
+def cpu_flags() -> frozenset:
+  """The CPU's feature flags (avx512_bf16, amx_bf16, ...) from /proc/cpuinfo;
+  empty where that does not exist."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("flags"):
+          return frozenset(line.split(":", 1)[1].split())
+  except OSError:
+    pass
+  return frozenset()
+
+
 def cpu_has_bf16() -> bool:
   """Whether this CPU computes bfloat16 natively (AMX-BF16 or AVX512-BF16;
   read from /proc/cpuinfo, so False where that does not exist)."""
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      flags = set()
-      for line in f:
-        if line.startswith("flags"):
-          flags.update(line.split(":", 1)[1].split())
-          break
-  except OSError:
-    return False
-  return bool(flags & {"amx_bf16", "avx512_bf16"})
+  return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})
 
 
 def _has_gpu() -> bool:

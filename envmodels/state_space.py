@@ -296,6 +296,16 @@ class StateSpaceModel(base.EnvModel):
         self._reward_logits(decoder_inputs))
     return new_state, base.StepOutput(reward=reward, features=new_state.state)
 
+  def state_features(self, state: SSMState) -> tf.Tensor:
+    """s_t [B, h, w, state_channels], what a step gives as features."""
+    return state.state
+
+  @property
+  def deterministic(self) -> bool:
+    """dSSM-DET only: dSSM-VAE samples the decoder's z (rewards and frames
+    vary), sSSM samples the transition's."""
+    return self.kind == "dssm_det"
+
   def _render(self, state: SSMState) -> tf.Tensor:
     decoder_inputs = tf.concat([state.state, state.latent], -1)
     return losses.decoder_mean(self._decoder(decoder_inputs),

@@ -1,4 +1,4 @@
-"""python -m i2a.collect: a policy on vectorised envs -> a dataset on disk.
+r"""python -m i2a.collect: a policy on vectorised envs -> a dataset on disk.
 
   python -m i2a.collect --config=configs/collect.py:small --workdir=DIR \
       [--config.train_steps=50000] [--reverb_address=HOST:PORT] \
@@ -18,24 +18,31 @@ exists is skipped on a rerun; an interrupted split is collected again.
 
 from __future__ import annotations
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
-from i2a import collection
+from i2a import cli, collection
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.DEFINE_config_file(
     "config", "configs/collect.py:small", "Collection config file[:preset].")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.",
-                               required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None,
+                               "Output directory (required).")
+cli.require_unless_print_config(_WORKDIR)
 _REVERB_ADDRESS = flags.DEFINE_string(
     "reverb_address", "", "HOST:PORT of an external Reverb server with a "
     "`sequences` table; empty: an embedded server in this process.")
+flags.adopt_module_key_flags(cli)
 
 
 def main(argv):
   del argv
+  cli.start(_CONFIG, [_WORKDIR, _REVERB_ADDRESS])
   collection.run(_CONFIG.value, _WORKDIR.value, _REVERB_ADDRESS.value)
 
 
+def entry() -> None:
+  """The console script i2a-collect."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

@@ -1,4 +1,4 @@
-"""python -m i2a.demo (make demo): the whole pipeline, one command.
+r"""python -m i2a.demo (make demo): the whole pipeline, one command.
 
 Stages, each in its own subdirectory of --workdir, each resumable (a rerun
 skips finished stages and resumes an interrupted one through the stage's
@@ -20,11 +20,9 @@ import json
 import os
 import shutil
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
-from absl import app, flags
-from ml_collections import config_flags
-
+from absl import flags
 import numpy as np
 
 from agents import evaluation as agent_evaluation
@@ -33,17 +31,18 @@ from configs import collect as collect_config
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from configs.envmodels import common as envmodel_config
-from envmodels import versions
-from i2a import (collection, io_utils, model_evaluation, pictures,
+from i2a import versions
+from i2a import (cli, collection, io_utils, model_evaluation, pictures,
                  pretraining, runs)
 from i2a.metrics import read_column
 
 STAGES = 6
 TIMING = "demo_time.json"  # the seconds of every invocation, added up
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.DEFINE_config_file(
     "config", "configs/demo.py:small", "Demo config file[:preset].")
 _WORKDIR = flags.DEFINE_string("workdir", "demo_workdir", "Demo directory.")
+flags.adopt_module_key_flags(cli)
 
 
 def _banner(text: str) -> None:
@@ -71,12 +70,19 @@ def run(config, workdir: str) -> str:
     cfg = envmodel_config.make_config(kind, config.envmodel_preset,
                                       f"configs/envmodels/{kind}.py")
     cfg.data = data
-    cfg.train_steps = config.pretrain_steps
+    if kind not in config.pretrain_steps:
+      raise ValueError(
+          f"config.envmodels names {kind!r} but config.pretrain_steps has no "
+          f"budget for it (it has {', '.join(config.pretrain_steps)}): add "
+          f"--config.pretrain_steps.{kind}=STEPS or drop the model.")
+    steps = config.pretrain_steps[kind]
+    cfg.train_steps = steps
     cfg.batch_size = config.pretrain_batch_size
+    cfg.learning_rate = config.pretrain_learning_rate
     cfg.eval_windows = config.eval_windows
-    cfg.eval_every = cfg.image_every = max(1, config.pretrain_steps // 2)
-    cfg.checkpoint_every = max(1, config.pretrain_steps // 4)
-    cfg.log_every = max(1, min(cfg.log_every, config.pretrain_steps // 4))
+    cfg.eval_every = cfg.image_every = max(1, steps // 2)
+    cfg.checkpoint_every = max(1, steps // 4)
+    cfg.log_every = max(1, min(cfg.log_every, steps // 4))
     run_dir = os.path.join(workdir, "pretrain", kind)
     held_out[kind] = pretraining.run(cfg, run_dir)
     exports.append(os.path.join(run_dir, pretraining.EXPORT))
@@ -112,7 +118,7 @@ def run(config, workdir: str) -> str:
   _banner(f"6/{STAGES} report")
   seconds, invocations = _add_time(workdir, time.monotonic() - started)
   report = write_report(workdir, config, collect_dir, exports, table["table"],
-                        agent_runs, scores, seconds, invocations)
+                        agent_runs, scores, seconds, invocations, rows)
   print(f"\nreport: {report}", flush=True)
   return report
 
@@ -127,6 +133,24 @@ def _add_time(workdir: str, seconds: float) -> Tuple[float, int]:
                invocations=total["invocations"] + 1)
   io_utils.atomic_write_json(path, total)
   return total["seconds"], total["invocations"]
+
+
+def _open_loop_sentence(row) -> str:
+  """The held-out open-loop error T model steps ahead next to the
+  copy-last-frame baseline's, as a sentence for the report."""
+  if row is None or not row.open_loop_mse:
+    return ""
+  steps = len(row.open_loop_mse)
+  model, copy = row.open_loop_mse[-1], row.copy_last_frame_mse[-1]
+  verdict = ("beats the copy-last-frame baseline" if model < copy else
+             "does not beat the copy-last-frame baseline")
+  return (f"Held-out open-loop MSE {steps} model steps ahead "
+          f"({steps * row.jump} agent steps): {model:.5f}, "
+          f"copy-last-frame {copy:.5f}: the model {verdict} "
+          f"({model / copy:.2f}x its error). Per step: model "
+          + ", ".join(f"{v:.4f}" for v in row.open_loop_mse) + "; copy "
+          + ", ".join(f"{v:.4f}" for v in row.copy_last_frame_mse)
+          + ".\n\n")
 
 
 def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
@@ -147,11 +171,13 @@ def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
 def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                  table: str, agent_runs: Dict[str, str],
                  scores: Dict[str, dict], seconds: float,
-                 invocations: int = 1) -> str:
+                 invocations: int = 1,
+                 rows: Sequence[model_evaluation.ModelRow] = ()) -> str:
   protocol = io_utils.read_json(os.path.join(collect_dir, runs.PROTOCOL))
   images = os.path.join(workdir, "report_images")
   os.makedirs(images, exist_ok=True)
   strips = []
+  errors = {os.path.abspath(r.export): r for r in rows}
   for export in exports:
     run_dir = os.path.dirname(export)
     kind = os.path.basename(run_dir)
@@ -160,7 +186,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
     if candidates:
       target = os.path.join(images, f"open_loop_{kind}.png")
       shutil.copyfile(os.path.join(run_dir, "images", candidates[-1]), target)
-      strips.append((kind, os.path.relpath(target, workdir)))
+      strips.append((kind, os.path.relpath(target, workdir),
+                     _open_loop_sentence(errors.get(os.path.abspath(export)))))
   curves = os.path.relpath(_learning_curves(workdir, agent_runs), workdir)
   manifest = io_utils.read_json(os.path.join(collect_dir, "dataset", "train",
                                              "manifest.json"))
@@ -175,11 +202,15 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
       f"episodes, random policy, protocol:", "",
       "```json", json.dumps(protocol, indent=2, sort_keys=True), "```", "",
       "## Environment models (Buesing et al. 2018, Table 1 form)", "",
-      f"Each trained for {config.pretrain_steps} steps of batch "
-      f"{config.pretrain_batch_size}.", "", table, "",
+      "Trained for "
+      + ", ".join(f"{kind} {steps:,} steps" for kind, steps
+                  in config.pretrain_steps.items() if kind in config.envmodels)
+      + f" of batch {config.pretrain_batch_size} (learning rate "
+      f"{config.pretrain_learning_rate:g}).", "", table, "",
       "## Open-loop predictions (rows: truth, prediction, error; the first "
       "columns are the context frames)", ""]
-  lines += [f"### {kind}\n\n![{kind}]({path})\n" for kind, path in strips]
+  lines += [f"### {kind}\n\n{sentence}![{kind}]({path})\n"
+            for kind, path, sentence in strips]
   lines += [
       "## Agents", "",
       "The model-free A2C baseline and an I2A (distillation rollout policy, "
@@ -206,8 +237,8 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
                 "frames that followed.", "",
                 f"![{name} imagination]({os.path.relpath(target, workdir)})"]
   lines += ["", "## Versions", "", "| package | version |", "|---|---|"]
-  for name in list(versions.PINNED) + ["gymnasium", "ale-py", "numpy"]:
-    lines.append(f"| {name} | {versions.installed_version(name)} |")
+  for name, version in versions.recorded_versions().items():
+    lines.append(f"| {name} | {version} |")
   path = os.path.join(workdir, "report.md")
   io_utils.atomic_write_text(path, "\n".join(lines) + "\n")
   return path
@@ -215,8 +246,14 @@ def write_report(workdir: str, config, collect_dir: str, exports: List[str],
 
 def main(argv):
   del argv
+  cli.start(_CONFIG, [_WORKDIR])
   run(_CONFIG.value, _WORKDIR.value)
 
 
+def entry() -> None:
+  """The console script i2a-demo."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

@@ -1,4 +1,4 @@
-"""python -m i2a.evaluate_models: the paper's Table 1 for exported envmodels.
+r"""python -m i2a.evaluate_models: the paper's Table 1 for exported envmodels.
 
   python -m i2a.evaluate_models --models=RUN_A/export,RUN_B/export \
       --data=COLLECT_WORKDIR/dataset [--output=DIR] [--T=10]
@@ -7,19 +7,25 @@ Writes DIR/model_table.md and DIR/model_table.json (default DIR:
 ./model_table): held-out nats per frame, improvement over the VAE baseline,
 rollout time relative to AR (measured in this run), imagined transitions/s,
 computed in --precision (envmodels/precision.py; 'auto': bf16 where the CPU
-has it). Likelihoods are computed in the same precision.
+has it). Likelihoods are computed in the same precision. DIR/run_info.json
+records the invocations (i2a/runs.py). There is no --config or --workdir:
+the flags above are the whole configuration (--print_config shows them).
 """
 
-from absl import app, flags
+import os
+
+from absl import flags
 
 from envmodels import precision
-from i2a import model_evaluation
+from i2a import cli, model_evaluation, runs
 
-_MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs.",
-                            required=True)
+_MODELS = flags.DEFINE_list("models", None, "Comma-separated export dirs "
+                            "(required).")
+cli.require_unless_print_config(_MODELS)
 _DATA = flags.DEFINE_string("data", None, "Dataset dir (with train/ and "
-                            "test/ splits) from python -m i2a.collect.",
-                            required=True)
+                            "test/ splits) from python -m i2a.collect "
+                            "(required).")
+cli.require_unless_print_config(_DATA)
 _OUTPUT = flags.DEFINE_string("output", "model_table", "Output directory.")
 _T = flags.DEFINE_integer("T", 10, "Predicted steps after the context.")
 _NUM_WINDOWS = flags.DEFINE_integer("num_windows", 256,
@@ -31,10 +37,13 @@ _ROLLOUT_BATCH = flags.DEFINE_integer("rollout_batch", 32,
                                       "Rollouts timed in parallel.")
 _PRECISION = flags.DEFINE_enum("precision", "auto", precision.PRECISIONS,
                                "Compute precision of the evaluation.")
+flags.adopt_module_key_flags(cli)
 
 
 def main(argv):
   del argv
+  cli.start(holders=[_MODELS, _DATA, _OUTPUT, _T, _NUM_WINDOWS, _BATCH_SIZE,
+                     _HORIZON, _ROLLOUT_BATCH, _PRECISION])
   resolved = precision.set_precision(_PRECISION.value)
   print(f"computing in {resolved} (--precision={_PRECISION.value})",
         flush=True)
@@ -44,9 +53,15 @@ def main(argv):
       rollout_batch=_ROLLOUT_BATCH.value)
   report = model_evaluation.write_report(rows, _OUTPUT.value, _HORIZON.value,
                                          _ROLLOUT_BATCH.value, _DATA.value)
+  runs.record_run_info(os.path.dirname(report["markdown"]))
   print(report["table"])
   print(f"written {report['markdown']} and {report['json']}", flush=True)
 
 
+def entry() -> None:
+  """The console script i2a-evaluate-models."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

@@ -2,7 +2,12 @@
 
 Every file the framework writes (configs, protocols, manifests, dataset
 shards, reports) goes through a temporary file in the same directory and an
-`os.replace`, which is atomic on POSIX filesystems.
+`os.replace`, which is atomic on POSIX filesystems. Results get the usual
+permissions (0o666 / 0o777 less the umask), not tempfile's private ones.
+
+A run killed mid-write leaves its temporary behind (hidden, named by
+TEMPORARY_NAME); `remove_stale_temporaries(workdir)`, called by
+`runs.prepare_workdir` when a binary starts, removes those of a workdir.
 """
 
 from __future__ import annotations
@@ -10,15 +15,47 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
-from typing import Any, Iterator
+import time
+from typing import Any, Iterator, List
+
+from absl import logging
+
+# The temporaries our writers create (tempfile's random part: 8 characters
+# of [a-z0-9_]): atomic_path's files and atomic_directory's directories
+# `.NAME.XXXXXXXX.tmp` (and `.tmp.old` while an old directory is replaced),
+# envmodels.export's `.NAME.tmp-XXXXXXXX` / `.NAME.old-XXXXXXXX` and
+# ensure_writable_dir's `.write_check.XXXXXXXX`.
+TEMPORARY_NAME = re.compile(
+    r"^\..+\.[a-z0-9_]{8}\.tmp(\.old)?$"
+    r"|^\..+\.(tmp|old)-[a-z0-9_]{8}$"
+    r"|^\.write_check\.[a-z0-9_]{8}$")
+# A temporary nothing touched for this long is a dead writer's: a live one
+# writes into it continuously (the launcher and the learner share a workdir).
+STALE_AFTER_S = 60.0
 
 
 def _umask() -> int:
+  """The process's umask, read without changing it where Linux shows it
+  (os.umask's set-and-restore would briefly change it for other threads)."""
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  except (OSError, ValueError, IndexError):
+    pass
   mask = os.umask(0)
   os.umask(mask)
   return mask
+
+
+def usual_mode(directory: bool = False) -> int:
+  """The mode a plain open()/makedirs() would give: 0o666 (files) or 0o777
+  (directories) less the umask."""
+  return (0o777 if directory else 0o666) & ~_umask()
 
 
 @contextlib.contextmanager
@@ -32,7 +69,7 @@ def atomic_path(path: str) -> Iterator[str]:
   try:
     yield tmp
     # mkstemp's file is private (0600); the result gets the usual mode.
-    os.chmod(tmp, 0o666 & ~_umask())
+    os.chmod(tmp, usual_mode())
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):
@@ -68,7 +105,7 @@ def atomic_directory(path: str) -> Iterator[str]:
                          suffix=".tmp", dir=parent)
   try:
     yield tmp
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's directory is private
+    os.chmod(tmp, usual_mode(directory=True))  # mkdtemp's is private
     if os.path.exists(path):
       old = tmp + ".old"
       os.replace(path, old)
@@ -93,3 +130,49 @@ def ensure_writable_dir(path: str, what: str = "workdir") -> str:
         f"{what} {path!r} is not a writable directory ({e.strerror}). "
         f"Pass a {what} you can write to, e.g. --workdir=/tmp/i2a_run.") from e
   return path
+
+
+def _newest_mtime(path: str) -> float:
+  """The newest modification time of `path` and, for a directory, of
+  everything under it."""
+  newest = os.lstat(path).st_mtime
+  if os.path.isdir(path) and not os.path.islink(path):
+    for root, dirs, files in os.walk(path):
+      for name in dirs + files:
+        try:
+          newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+        except OSError:
+          pass
+  return newest
+
+
+def remove_stale_temporaries(directory: str,
+                             stale_after_s: float = STALE_AFTER_S
+                             ) -> List[str]:
+  """Removes the temporaries our writers leave when killed (TEMPORARY_NAME)
+  under `directory`, those untouched for `stale_after_s` seconds; returns
+  their paths. Hidden directories are not entered (the window cache,
+  `.cache`, cleans its own under its lock); nothing else is touched."""
+  removed = []
+  now = time.time()
+  for root, dirs, files in os.walk(directory):
+    for name in list(dirs) + files:
+      path = os.path.join(root, name)
+      if not TEMPORARY_NAME.match(name):
+        continue
+      try:
+        if now - _newest_mtime(path) < stale_after_s:
+          continue
+        if os.path.isdir(path) and not os.path.islink(path):
+          shutil.rmtree(path)
+        else:
+          os.remove(path)
+      except OSError as e:  # gone meanwhile, or not ours to remove
+        logging.warning("could not remove stale temporary %s: %s", path, e)
+        continue
+      removed.append(path)
+    dirs[:] = [d for d in dirs if not d.startswith(".")]
+  if removed:
+    logging.info("removed %d stale temporaries left by killed runs: %s",
+                 len(removed), removed)
+  return removed

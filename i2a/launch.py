@@ -1,4 +1,4 @@
-"""python -m i2a.launch: train with server, actors and learner as processes.
+r"""python -m i2a.launch: train with server, actors and learner as processes.
 
 On one machine (the launcher starts and supervises every role):
   python -m i2a.launch --config=configs/agents/a2c.py:minipacman \
@@ -13,6 +13,10 @@ but the server needs the same I2A_WEIGHTS_KEY):
       --config=...                                                   # per actor
   python -m i2a.launch --role=actors --reverb_address=A:P --num_actors=N \
       --rank=R0 --workdir=LOGDIR --config=...      # N supervised actors
+
+Actors (and the server) run on the CPU: their processes see no GPU
+(CUDA_VISIBLE_DEVICES="") unless --actors_on_gpu; the learner gets the
+launcher's devices. --deterministic is passed on to every role.
 
 The learner owns the workdir (config.json, checkpoints/, metrics.csv, ... as
 `python -m i2a.train` writes them) and resumes from it; actors seed their
@@ -30,13 +34,12 @@ import sys
 import threading
 
 from absl import app, flags
-from ml_collections import config_flags
 
-from i2a import launching
+from i2a import cli, launching
 
 ROLES = ("", "server", "learner", "actor", "actors")
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.DEFINE_config_file(
     "config", "configs/agents/a2c.py:minipacman",
     "Agent config file[:preset] under configs/agents/.")
 _WORKDIR = flags.DEFINE_string(
@@ -63,6 +66,11 @@ _SHUTDOWN_TIMEOUT_S = flags.DEFINE_float(
 _CONNECT_TIMEOUT_S = flags.DEFINE_float(
     "connect_timeout_s", 120.0, "How long actors and the learner wait for "
     "the Reverb server.")
+_ACTORS_ON_GPU = flags.DEFINE_bool(
+    "actors_on_gpu", False, "Let the actor processes see the GPUs; by "
+    "default they run on the CPU (CUDA_VISIBLE_DEVICES=\"\") and leave the "
+    "GPUs to the learner.")
+flags.adopt_module_key_flags(cli)
 
 
 def _require(condition: bool, message: str) -> None:
@@ -84,12 +92,15 @@ def _supervise() -> int:
       with_server=role == "" and not _REVERB_ADDRESS.value,
       with_learner=role == "", max_restarts=_MAX_RESTARTS.value,
       shutdown_timeout_s=_SHUTDOWN_TIMEOUT_S.value,
-      connect_timeout_s=_CONNECT_TIMEOUT_S.value)
+      connect_timeout_s=_CONNECT_TIMEOUT_S.value,
+      actors_on_gpu=_ACTORS_ON_GPU.value,
+      role_arguments=["--deterministic"] if cli.DETERMINISTIC.value else [])
   return launcher.run()
 
 
 def _run_role() -> int:
-  # pylint: disable=import-outside-toplevel  (TF only where a role runs)
+  cli.setup_devices(cli.DETERMINISTIC.value)  # TF only where a role runs
+  # pylint: disable=import-outside-toplevel
   from agents import distributed
   from agents import variables
   role, config = _ROLE.value, _CONFIG.value
@@ -133,10 +144,17 @@ def _run_role() -> int:
 
 def main(argv):
   del argv
+  cli.start(_CONFIG, [_WORKDIR, _ROLE, _NUM_ACTORS, _REVERB_ADDRESS, _PORT,
+                      _RANK, _ACTORS_ON_GPU], devices=False)
   if _ROLE.value in ("", "actors"):
     sys.exit(_supervise())
   sys.exit(_run_role())
 
 
+def entry() -> None:
+  """The console script i2a-launch."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

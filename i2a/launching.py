@@ -26,6 +26,9 @@ across restarts) and are echoed here with a [NAME] prefix;
 WORKDIR/logs/processes.json (written atomically) says who runs as which
 pid and how often each was restarted.
 
+The actors and the server see no GPU (CUDA_VISIBLE_DEVICES="" in their
+environment) unless `actors_on_gpu`: the learner alone uses the GPUs.
+
 The launcher itself runs no TensorFlow: it only starts and watches
 processes.
 """
@@ -47,6 +50,7 @@ from i2a import io_utils
 LAUNCHER_PID_ENV = "I2A_LAUNCHER_PID"
 KEY_ENV = "I2A_WEIGHTS_KEY"  # agents.variables.KEY_ENV
 LOGS = "logs"
+CUDA_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 PROCESSES = "processes.json"
 _PR_SET_PDEATHSIG = 1
 
@@ -91,6 +95,8 @@ class Child:
   restarts: int = 0
   started_at: float = 0.0
   restart_at: Optional[float] = None  # a pending restart
+  # Environment variables of this child on top of the launcher's.
+  env: Dict[str, str] = dataclasses.field(default_factory=dict)
   exit_codes: List[int] = dataclasses.field(default_factory=list)
 
   @property
@@ -136,7 +142,8 @@ class Launcher:
                shutdown_timeout_s: float = 30.0,
                connect_timeout_s: float = 120.0,
                python: str = sys.executable, echo: bool = True,
-               stream: TextIO = sys.stderr):
+               stream: TextIO = sys.stderr, actors_on_gpu: bool = False,
+               role_arguments: Sequence[str] = ()):
     """
     Args:
       config_args: the --config arguments every child gets.
@@ -151,6 +158,11 @@ class Launcher:
       connect_timeout_s: how long children wait for the server.
       python: the interpreter of the children.
       echo: echo the children's logs to `stream`.
+      actors_on_gpu: let the actors (and the server) see the GPUs; by
+        default they get CUDA_VISIBLE_DEVICES="" (CPU only) and the GPUs
+        are the learner's.
+      role_arguments: flags every role gets besides the config ones (e.g.
+        --deterministic).
     """
     if num_actors < 0:
       raise ValueError(f"--num_actors must be >= 0, given {num_actors}.")
@@ -190,11 +202,13 @@ class Launcher:
       self._say(f"{KEY_ENV} is not set: generated a random key for this "
                 "launch's processes (processes on other hosts cannot join; "
                 "set the variable on every host to let them).")
-    common = list(config_args) + [f"--connect_timeout_s={connect_timeout_s}"]
+    config_args = list(config_args) + list(role_arguments)
+    common = config_args + [f"--connect_timeout_s={connect_timeout_s}"]
+    cpu_only = {} if actors_on_gpu else {CUDA_DEVICES_ENV: ""}
     self.children: List[Child] = []
-    if with_server:
-      self.children.append(Child("server", "server", list(config_args) + [
-          "--role=server", f"--port={port}"]))
+    if with_server:  # Reverb only: it never needs a GPU.
+      self.children.append(Child("server", "server", config_args + [
+          "--role=server", f"--port={port}"], env=dict(cpu_only)))
     if with_learner:
       self.children.append(Child("learner", "learner", common + [
           "--role=learner", f"--reverb_address={reverb_address}",
@@ -202,7 +216,7 @@ class Launcher:
     for rank in range(first_rank, first_rank + num_actors):
       self.children.append(Child(f"actor-{rank}", "actor", common + [
           "--role=actor", f"--reverb_address={reverb_address}",
-          f"--rank={rank}"]))
+          f"--rank={rank}"], env=dict(cpu_only)))
     self._echoes: Dict[str, _LogEcho] = {}
 
   # -- Processes ---------------------------------------------------------------
@@ -224,7 +238,7 @@ class Launcher:
       child.popen = subprocess.Popen(
           [self._python, "-m", "i2a.launch"] + child.arguments,
           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-          env=self._env, start_new_session=True)
+          env={**self._env, **child.env}, start_new_session=True)
     child.started_at = time.monotonic()
     child.restart_at = None
     self._say(f"started {child.name} (pid {child.popen.pid})")

@@ -2,21 +2,37 @@
 
 `MetricsLog(workdir)` writes `metrics.csv` (train) and `eval.csv` (held-out)
 in wide format, one row per logged step, and TensorBoard summaries under
-`workdir/tb`. On resume, `truncate_after(step)` drops rows the restored
-checkpoint has not seen, so curves never hold two histories.
+`workdir/tb`. On resume, `truncate_after(step, summary_step)` drops what the
+restored checkpoint has not seen, so curves never hold two histories and no
+step twice: CSV rows after `step` (and a row torn by a kill, and repeats of
+a step), and TensorBoard events after `summary_step` (default `step`),
+rewritten out of the event files before this run's writer opens its own.
+
+The CSV `step` column is always the run's own step (pretraining steps,
+learner steps), the one `truncate_after` compares; a TensorBoard summary may
+sit at another step (`summary_step`: the agents put theirs at environment
+steps, docs/agents.md "TensorBoard"). Animations (`animation`) are
+TensorBoard image summaries whose encoded image is a GIF, which
+TensorBoard's image dashboard plays.
 """
 
 from __future__ import annotations
 
 import csv
+import glob
+import io
 import math
 import os
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
+from tensorboard.plugins.image import metadata as image_metadata
 
-from i2a import io_utils
+from i2a import io_utils, pictures
+
+TENSORBOARD = "tb"  # the TensorBoard directory under a workdir
 
 
 class CsvLog:
@@ -54,45 +70,161 @@ class CsvLog:
       csv.DictWriter(f, fieldnames=self._columns, restval="").writerow(row)
 
   def truncate_after(self, step: int) -> None:
-    rows = self.rows()
-    kept = [r for r in rows if float(r.get("step") or 0) <= step]
-    if len(kept) != len(rows):
+    """Keeps the rows of steps <= `step`, one per step (the last written),
+    and drops a row torn by a kill (no final newline, or unparseable)."""
+    if not os.path.exists(self.path):
+      return
+    with open(self.path, newline="") as f:
+      text = f.read()
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+      lines = lines[:-1]  # torn: the append was killed half-way
+    rows = list(csv.DictReader(io.StringIO("".join(lines))))
+    by_step: Dict[int, Mapping[str, object]] = {}
+    for row in rows:
+      row_step = _row_step(row)
+      if row_step is not None and row_step <= step:
+        by_step.pop(row_step, None)  # re-inserted: keeps the file's order
+        by_step[row_step] = row
+    kept = list(by_step.values())
+    if len(kept) != len(rows) or "".join(lines) != text:
       self._rewrite(kept)
+
+
+def _row_step(row: Mapping[str, Optional[str]]) -> Optional[int]:
+  """A complete row's step, or None for a damaged row."""
+  if None in row or any(value is None for value in row.values()):
+    return None  # too many or too few fields
+  try:
+    value = float(row.get("step") or "")
+  except ValueError:
+    return None
+  return int(value) if value.is_integer() else None
+
+
+def truncate_events(tb_dir: str, step: int) -> int:
+  """Drops TensorBoard summaries of steps > `step` from the event files in
+  `tb_dir` (and a record torn by a kill); returns how many were dropped.
+
+  Event files are TFRecord files of `Event` protos; a file that changes is
+  rewritten atomically under its own name. Call it before a writer opens a
+  new event file in `tb_dir` (MetricsLog does).
+  """
+  dropped = 0
+  for path in sorted(glob.glob(os.path.join(tb_dir, "*tfevents*"))):
+    if path.endswith(".tmp"):
+      continue
+    kept, drop, torn = [], 0, False
+    try:
+      for record in tf.data.TFRecordDataset(path):
+        raw = record.numpy()
+        event = tf.compat.v1.Event.FromString(raw)
+        if event.step > step and event.WhichOneof("what") == "summary":
+          drop += 1
+        else:
+          kept.append(raw)
+    except tf.errors.DataLossError:
+      torn = True  # the last record was cut short by a kill
+    if drop or torn:
+      with io_utils.atomic_path(path) as tmp:
+        with tf.io.TFRecordWriter(tmp) as writer:
+          for raw in kept:
+            writer.write(raw)
+      dropped += drop
+  return dropped
 
 
 def _scalar(value) -> float:
   return float(np.asarray(value))
 
 
-class MetricsLog:
-  """TensorBoard + metrics.csv + eval.csv for one run."""
+def write_animation(name: str, frames: Sequence[np.ndarray], step: int,
+                    duration_ms: int = 200, description: str = "") -> None:
+  """An animated GIF image summary in the default summary writer.
 
-  def __init__(self, workdir: str):
-    self._summary = tf.summary.create_file_writer(os.path.join(workdir, "tb"))
+  TensorBoard's image plugin reads a string tensor [width, height,
+  encoded image]; an encoded GIF is shown (and played) as it is.
+  """
+  data = pictures.gif_bytes(frames, duration_ms)
+  height, width = np.asarray(frames[0]).shape[:2]
+  tensor = tf.constant([str(width).encode(), str(height).encode(), data],
+                       dtype=tf.string)  # [3]
+  tf.summary.write(
+      tag=name, tensor=tensor, step=step,
+      metadata=image_metadata.create_summary_metadata(
+          display_name=name, description=description))
+
+
+class MetricsLog:
+  """TensorBoard + metrics.csv + eval.csv for one run.
+
+  `tensorboard`: the summary directory under `workdir` ('tb'; `python -m
+  i2a.evaluate` writes its own, 'tb/evaluate', a second TensorBoard run).
+  """
+
+  def __init__(self, workdir: str, tensorboard: str = TENSORBOARD):
+    self.tb_dir = os.path.join(workdir, tensorboard)
+    # Opened on first use (a new event file), after any truncate_after.
+    self._writer: Optional[tf.summary.SummaryWriter] = None
     self.train = CsvLog(os.path.join(workdir, "metrics.csv"))
     self.eval = CsvLog(os.path.join(workdir, "eval.csv"))
 
-  def truncate_after(self, step: int) -> None:
+  @property
+  def _summary(self) -> tf.summary.SummaryWriter:
+    if self._writer is None:
+      self._writer = tf.summary.create_file_writer(self.tb_dir)
+    return self._writer
+
+  def truncate_after(self, step: int,
+                     summary_step: Optional[int] = None) -> None:
+    """Drops what was logged after the restored checkpoint: CSV rows after
+    `step`, TensorBoard summaries after `summary_step` (default `step`;
+    the checkpoint's position on the summaries' step axis)."""
     self.train.truncate_after(step)
     self.eval.truncate_after(step)
+    if self._writer is not None:  # its file must not be rewritten under it
+      self._writer.close()
+      self._writer = None
+    summary_step = step if summary_step is None else summary_step
+    dropped = truncate_events(self.tb_dir, summary_step)
+    if dropped:
+      logging.info("dropped %d TensorBoard summaries after step %d (logged "
+                   "after the checkpoint resumed from)", dropped,
+                   summary_step)
 
   def write(self, step: int, metrics: Mapping[str, object],
-            split: str = "train") -> Dict[str, float]:
+            split: str = "train", summary_step: Optional[int] = None,
+            csv: bool = True) -> Dict[str, float]:
+    """One row: CSV at `step`, TensorBoard `split/key` scalars at
+    `summary_step` (default `step`; where it differs, `split/step` holds
+    `step`). `csv=False` writes TensorBoard only."""
     values = {k: _scalar(v) for k, v in metrics.items()}
-    with self._summary.as_default(step=step):
-      for key, value in values.items():
+    scalars = dict(values)
+    if summary_step is not None and summary_step != step:
+      scalars.setdefault("step", float(step))
+    with self._summary.as_default(
+        step=step if summary_step is None else summary_step):
+      for key, value in scalars.items():
         if math.isfinite(value):
           tf.summary.scalar(f"{split}/{key}", value)
-    (self.eval if split == "eval" else self.train).write(
-        dict(step=step, **values))
+    if csv:
+      (self.eval if split == "eval" else self.train).write(
+          dict(step=step, **values))
     return values
 
   def image(self, step: int, name: str, image: np.ndarray) -> None:
     with self._summary.as_default(step=step):
       tf.summary.image(name, np.asarray(image)[None], max_outputs=1)
 
+  def animation(self, step: int, name: str, frames: Sequence[np.ndarray],
+                duration_ms: int = 200, description: str = "") -> None:
+    """An animated GIF image summary at `step` (write_animation)."""
+    with self._summary.as_default(step=step):
+      write_animation(name, frames, step, duration_ms, description)
+
   def flush(self) -> None:
-    self._summary.flush()
+    if self._writer is not None:
+      self._writer.flush()
 
 
 def read_column(path: str, column: str) -> Optional[np.ndarray]:
@@ -102,3 +234,23 @@ def read_column(path: str, column: str) -> Optional[np.ndarray]:
     return None
   return np.array([float(r[column]) if r[column] != "" else np.nan
                    for r in rows])
+
+
+def read_summaries(directory: str) -> Dict[str, List[tuple]]:
+  """{tag: [(step, value), ...]} of the event files directly in `directory`
+  (not its subdirectories, which TensorBoard shows as runs of their own),
+  in the order written. A scalar's value is a float; an image summary's is
+  its string tensor as a list of bytes ([width, height, encoded image, ..]),
+  with the plugin name first: ('images', [b'w', b'h', b'GIF89a...'])."""
+  out: Dict[str, List[tuple]] = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        array = tf.make_ndarray(value.tensor)
+        plugin = value.metadata.plugin_data.plugin_name
+        if array.dtype == object:
+          item = (plugin, [bytes(b) for b in array.ravel()])
+        else:
+          item = float(array)
+        out.setdefault(value.tag, []).append((event.step, item))
+  return out

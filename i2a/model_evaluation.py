@@ -4,6 +4,10 @@ For each exported model (Buesing et al. 2018, Table 1):
   * the held-out log-likelihood per predicted frame in nats (the ELBO bound
     for latent models), averaged over a fixed set of test windows, and its
     improvement over the VAE baseline (when one is among the models);
+  * the open-loop prediction error: the mean squared error per pixel of
+    frames rendered T model steps ahead from the context frames and the
+    true actions, against the copy-last-frame baseline (the last context
+    frame as the prediction of every future frame) on the same windows;
   * the rollout computation time relative to AR (when AR is among the
     models), measured in the same run: each model rolls out the same number
     of primitive steps (a jumpy model takes horizon / c model steps) for the
@@ -47,6 +51,10 @@ class ModelRow:
   relative_rollout_time: Optional[float]
   imagined_transitions_per_s: float
   parameters: int
+  # Open-loop MSE per pixel (frames in [0, 1]) at each of the T model steps
+  # ahead, and the copy-last-frame baseline's on the same windows.
+  open_loop_mse: Optional[List[float]] = None
+  copy_last_frame_mse: Optional[List[float]] = None
 
 
 def model_label(spec: envmodels.EnvModelSpec) -> str:
@@ -72,6 +80,52 @@ def held_out_log_likelihood(model: envmodels.EnvModel, test_dir: str, T: int,
     total += float(loss(batch)["log_likelihood_per_frame"]) * size
     count += size
   return total / count
+
+
+@dataclasses.dataclass
+class OpenLoopError:
+  """Held-out open-loop MSE per model step ahead (t = 1..T), frames in
+  [0, 1], and the copy-last-frame baseline's on the same windows."""
+  model: List[float]
+  copy_last_frame: List[float]
+
+  @property
+  def beats_copy(self) -> bool:
+    """Whether the prediction T steps ahead has the lower error."""
+    return self.model[-1] < self.copy_last_frame[-1]
+
+
+def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
+                    num_windows: int, batch_size: int) -> OpenLoopError:
+  """Open-loop prediction error T model steps ahead against copying the
+  last context frame, over a fixed set of test windows.
+
+  The model starts from the window's context frames and rolls out the
+  true actions open loop (`EnvModel.diagnostics`' 'open_loop': the rendered
+  mean frames, no teacher forcing); a jumpy model's step t is c * t
+  primitive steps ahead. The copy-last-frame baseline predicts every future
+  frame to be the last context frame: on Atari, where most pixels are a
+  static background, it is the bar a model must clear before its
+  predictions say anything about the dynamics.
+  """
+  spec = model.spec
+  k = spec.context_length
+  sampler = datasets.window_sampler(test_dir, k + T, spec.jump)
+  diagnostics = tf.function(model.diagnostics)
+  model.reseed(0)
+  model_sq = np.zeros(T)
+  copy_sq = np.zeros(T)
+  count = 0
+  for batch in datasets.evaluation_batches(sampler, batch_size, num_windows):
+    frames = batch["observation"].numpy().astype(np.float32) / 255.0
+    truth = frames[:, k:]  # [B, T, H, W, C]
+    copy = frames[:, k - 1:k]  # [B, 1, H, W, C]
+    predicted = diagnostics(batch)["open_loop"].numpy()  # [B, T, H, W, C]
+    model_sq += np.mean((predicted - truth) ** 2, axis=(2, 3, 4)).sum(0)
+    copy_sq += np.mean((copy - truth) ** 2, axis=(2, 3, 4)).sum(0)
+    count += truth.shape[0]
+  return OpenLoopError(model=list(model_sq / count),
+                       copy_last_frame=list(copy_sq / count))
 
 
 def rollout_function(model: envmodels.EnvModel, horizon: int,
@@ -139,6 +193,7 @@ def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
     spec = model.spec
     print(f"evaluating {model_label(spec)} ({export})", flush=True)
     ll = held_out_log_likelihood(model, test_dir, T, num_windows, batch_size)
+    error = open_loop_error(model, test_dir, T, num_windows, batch_size)
     steps = max(1, horizon // spec.jump)
     rows.append(ModelRow(
         label=model_label(spec), export=os.path.abspath(export),
@@ -147,7 +202,9 @@ def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
         relative_rollout_time=None,
         imagined_transitions_per_s=rollout_batch * steps / elapsed,
         parameters=int(sum(np.prod(v.shape) for v in model.variables
-                           if v.dtype.is_floating))))
+                           if v.dtype.is_floating)),
+        open_loop_mse=error.model,
+        copy_last_frame_mse=error.copy_last_frame))
   vae = next((r for r in rows if r.kind == "vae"), None)
   ar = next((r for r in rows if r.kind == "ar" and r.jump == 1), None)
   for row in rows:
@@ -170,17 +227,26 @@ def _fmt(value: Optional[float], spec: str) -> str:
 def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
   lines = [
       "| model | held-out log-likelihood (nats/frame) | improvement over "
-      "VAE baseline | rollout time relative to AR | imagined transitions/s "
-      "| parameters |",
-      "|---|---|---|---|---|---|"]
+      "VAE baseline | open-loop MSE, last step | copy-last-frame MSE | "
+      "rollout time relative to AR | imagined transitions/s | parameters |",
+      "|---|---|---|---|---|---|---|---|"]
   for r in rows:
+    model_mse = r.open_loop_mse[-1] if r.open_loop_mse else None
+    copy_mse = r.copy_last_frame_mse[-1] if r.copy_last_frame_mse else None
     lines.append(
         f"| {r.label} | {r.log_likelihood_per_frame:.1f} | "
         f"{_fmt(r.improvement_over_vae, '+.1f')} | "
+        f"{_fmt(model_mse, '.5f')} | {_fmt(copy_mse, '.5f')} | "
         f"{_fmt(r.relative_rollout_time, '.3f')} | "
         f"{r.imagined_transitions_per_s:,.0f} | {r.parameters:,} |")
+  steps = len(rows[0].open_loop_mse) if rows and rows[0].open_loop_mse else 0
   lines.append("")
-  lines.append(f"Rollout time: {horizon} primitive steps for a batch of "
+  lines.append(f"Open-loop MSE: per pixel, frames in [0, 1], {steps} model "
+               "steps ahead of the context frames (a jumpy model's step is "
+               "c primitive steps), the true actions, the same held-out "
+               "windows for the model and the copy-last-frame baseline "
+               "(the last context frame predicts every future frame). "
+               f"Rollout time: {horizon} primitive steps for a batch of "
                f"{rollout_batch} (jumpy models take {horizon}/c model "
                "steps), median of 10 timed round-robin across the models, in "
                "one run. Improvement over the VAE "

@@ -1,4 +1,4 @@
-"""python -m i2a.plan: model-predictive control with a frozen envmodel.
+r"""python -m i2a.plan: model-predictive control with a frozen envmodel.
 
   python -m i2a.plan --config=configs/agents/planning.py:minipacman \
       --config.envmodel=PRETRAIN_WORKDIR/export --workdir=DIR
@@ -14,20 +14,22 @@ episode_000.gif, episode_000.png}.
 
 import json
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
 from agents.planning import running
+from i2a import cli
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.DEFINE_config_file(
     "config", "configs/agents/planning.py:minipacman",
     "Planner config file[:preset]: configs/agents/planning.py.")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
-                               required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (required).")
+cli.require_unless_print_config(_WORKDIR)
+flags.adopt_module_key_flags(cli)
 
 
 def main(argv):
   del argv
+  cli.start(_CONFIG, [_WORKDIR])
   scores = running.run(_CONFIG.value, _WORKDIR.value)
   summary = {k: scores[k] for k in ("policy", "envmodel", "mean", "std",
                                     "episodes", "env_steps",
@@ -36,5 +38,10 @@ def main(argv):
   print(f"wrote {scores['video']} and the scores next to it", flush=True)
 
 
+def entry() -> None:
+  """The console script i2a-plan."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

@@ -1,4 +1,4 @@
-"""python -m i2a.pretrain: train an environment model and export it frozen.
+r"""python -m i2a.pretrain: train an environment model and export it frozen.
 
   python -m i2a.pretrain --config=configs/envmodels/dssm_det.py:small \
       --config.data=COLLECT_WORKDIR/dataset --workdir=DIR
@@ -13,22 +13,29 @@ workdir is written; a coding that cannot represent the rewards is refused
 (docs/envmodels.md, "Reward coding").
 """
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
-from i2a import pretraining
+from i2a import cli, pretraining
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.DEFINE_config_file(
     "config", "configs/envmodels/dssm_det.py:small",
-    "Envmodel config file[:preset] under configs/envmodels/.")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
-                               required=True)
+    "Envmodel config file[:preset] under configs/envmodels/ (ar, rar, vae, "
+    "dssm_det, dssm_vae, sssm, sssm_action_free).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (required).")
+cli.require_unless_print_config(_WORKDIR)
+flags.adopt_module_key_flags(cli)
 
 
 def main(argv):
   del argv
+  cli.start(_CONFIG, [_WORKDIR])
   pretraining.run(_CONFIG.value, _WORKDIR.value)
 
 
+def entry() -> None:
+  """The console script i2a-pretrain."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

@@ -170,6 +170,7 @@ class Pretrainer:
     optimization.create_slots(self.optimizer,
                               self.model.trainable_variables)
     self._nonfinite_in_a_row = 0
+    self._saved_step = 0  # the step of the newest checkpoint (restore)
     self.step = tf.Variable(0, dtype=tf.int64, name="step")
     self._checkpoint = tf.train.Checkpoint(model=self.model,
                                            optimizer=self.optimizer,
@@ -178,6 +179,7 @@ class Pretrainer:
         self._checkpoint, os.path.join(self.workdir, "checkpoints"),
         max_to_keep=config.keep_checkpoints)
     self.log = MetricsLog(self.workdir)
+    self.action_names = environments.action_names(self.protocol)
     self.images_dir = os.path.join(self.workdir, "images")
     self._train_step = tf.function(self._train_step_impl)
     self._eval_step = tf.function(self._eval_step_impl)
@@ -228,10 +230,10 @@ class Pretrainer:
 
   def _save(self, step: int) -> None:
     """Checkpoints `step` (once; never a non-finite model)."""
-    latest = self._manager.latest_checkpoint
-    if step and not (latest and latest.endswith(f"-{step}")):
+    if step and step != self._saved_step:
       optimization.check_finite(self.model.variables, "checkpoint")
       self._manager.save(checkpoint_number=step)
+      self._saved_step = step
 
   def _eval_step_impl(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     out = self.model.loss(batch, **self.config.loss.to_dict())
@@ -251,7 +253,9 @@ class Pretrainer:
     return {k: v / count for k, v in totals.items()}
 
   def write_pictures(self, step: int) -> Dict[str, str]:
-    """Open-loop / closed-loop / 1-step strips, a GIF and a reward plot."""
+    """Open-loop / closed-loop / 1-step strips, a GIF (also TensorBoard's
+    animated `animations/open_loop`, frames captioned with the actions by
+    name) and a reward plot."""
     batch = next(iter(datasets.evaluation_batches(
         self.test_windows, self.config.batch_size, self.config.batch_size,
         seed=1)))
@@ -267,8 +271,16 @@ class Pretrainer:
       pictures.save_png(path, strip)
       self.log.image(step, f"images/{name}", strip)
       written[name] = path
+    # Predicted frame t (window index k + t) follows the actions of window
+    # index k + t - 1 (i2a/replay/episodes.py `window`): [T, c].
+    actions = batch["action"].numpy()[0, k - 1:-1]
     gif = os.path.join(self.images_dir, f"open_loop_{step:07d}.gif")
-    pictures.prediction_gif(gif, truth, out["open_loop"][0])
+    frames = pictures.prediction_gif(gif, truth, out["open_loop"][0],
+                                     actions, self.action_names)
+    self.log.animation(
+        step, "animations/open_loop", frames,
+        description="truth | open-loop prediction | error, one frame per "
+        "model step, captioned with the actions that led to it")
     scatter = os.path.join(self.images_dir, f"rewards_{step:07d}.png")
     pictures.reward_scatter(scatter, out["open_loop_reward"],
                             out["true_reward"],
@@ -279,12 +291,30 @@ class Pretrainer:
   # -- The loop --------------------------------------------------------------
 
   def restore(self) -> int:
-    latest = self._manager.latest_checkpoint
-    if latest:
-      self._checkpoint.restore(latest)
-      logging.info("resumed from %s (step %d)", latest, int(self.step))
-    self.log.truncate_after(int(self.step))
-    return int(self.step)
+    """Restores the newest intact checkpoint (damaged newer ones, e.g. from
+    a run killed while saving, are skipped with a warning); returns its
+    step, 0 for a fresh run. Logs after that step are dropped."""
+    candidates = list(reversed(self._manager.checkpoints))
+    for path in candidates:
+      damage = runs.checkpoint_damage(path)
+      if damage is not None:
+        logging.warning("checkpoint %s is damaged or incomplete (%s); trying "
+                        "the one before it", path, damage)
+        continue
+      self._checkpoint.restore(path).assert_existing_objects_matched()
+      logging.info("resumed from %s (step %d)", path, int(self.step))
+      if path != candidates[0]:
+        print(f"resumed from {path}: newer checkpoints were damaged",
+              flush=True)
+      break
+    else:
+      if candidates:
+        raise ValueError(
+            f"no intact checkpoint in {self._manager.directory} (tried "
+            f"{candidates}); delete the workdir to start over.")
+    self._saved_step = int(self.step)
+    self.log.truncate_after(self._saved_step)
+    return self._saved_step
 
   def train(self, should_stop: Callable[[], bool] = lambda: False
             ) -> Optional[Dict[str, float]]:

@@ -12,16 +12,30 @@ reproduces the old behaviour exactly (`legacy`, e.g. the agents'
 loss.reward_clipping='none'; every protocol field at its Protocol default),
 passing that value resumes the old run, and config.json gains the field:
 the documented upgrade path (docs/agents.md).
+
+Every preparation also appends this invocation to `run_info.json`
+(`record_run_info`): the software stack's versions, the git commit of the
+code (and whether the checkout had uncommitted changes), the command line,
+host, CPU flags, GPUs, the resolved precision and the start time; earlier
+invocations (resumes) are kept.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
-from typing import Any, Dict, Iterable, Mapping, Optional
+import platform
+import socket
+import subprocess
+import sys
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+from absl import logging
 import ml_collections
+import tensorflow as tf
 
 from envmodels import precision
+from envmodels import versions
 from i2a import io_utils
 from i2a.environments import Protocol
 
@@ -31,6 +45,14 @@ PRECISION = "precision.json"
 # Config fields that change how fast a run computes, never what: a resumed
 # run may change them (and configs made before them resume as they are).
 COMPUTE_ONLY = ("threads",)
+RUN_INFO = "run_info.json"
+# The distributions whose versions run_info.json records (python too).
+STACK = ("tensorflow", "tensorflow-probability", "dm-sonnet", "dm-reverb",
+         "numpy", "gymnasium", "ale-py")
+# CPU flags that decide the precision and speed (envmodels/precision.py).
+CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+# The checkout the code runs from, if it is one.
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def protocol_from_config(config: ml_collections.ConfigDict) -> Protocol:
@@ -71,11 +93,15 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     legacy: Optional[Mapping[str, Any]] = None) -> str:
   """Creates/validates `workdir`, writes config.json and protocol.json.
 
+  Removes the stale temporaries of killed runs first
+  (io_utils.remove_stale_temporaries).
+
   Raises ValueError when the workdir holds a run whose config differs
   (outside `ignore`d fields such as budgets that may grow on resume, and
   fields added since that the new config sets to their `legacy` value).
   """
   workdir = io_utils.ensure_writable_dir(workdir)
+  io_utils.remove_stale_temporaries(workdir)  # a killed run's half-writes
   config_dict = config.to_dict()
   path = os.path.join(workdir, CONFIG)
   traces = [name for name in (PROTOCOL, "checkpoints", "metrics.csv")
@@ -116,7 +142,95 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
   if protocol is not None:
     io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
                                protocol.to_json())
+  record_run_info(workdir)
   return workdir
+
+
+def checkpoint_damage(path: str) -> Optional[str]:
+  """None when every tensor of the TF checkpoint `path` (a prefix, as in
+  CheckpointManager.checkpoints) reads back; else what is wrong with it.
+
+  A run killed while saving, or a damaged disk, leaves a checkpoint that
+  cannot be restored: resuming code skips it for the newest intact one.
+  """
+  try:
+    reader = tf.train.load_checkpoint(path)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except  (any damage)
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+  return None
+
+
+def _git(*args: str) -> Optional[str]:
+  try:
+    result = subprocess.run(["git", "-C", _CODE_ROOT, *args],
+                            capture_output=True, text=True, timeout=10,
+                            check=False)
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return result.stdout.strip() if result.returncode == 0 else None
+
+
+def git_state() -> Optional[Dict[str, Any]]:
+  """{"commit", "dirty"} of the git checkout the code runs from (dirty:
+  tracked files differ from the commit); None when the code is not in a
+  checkout of its own (an installed package) or git is missing."""
+  top = _git("rev-parse", "--show-toplevel")
+  if top is None or os.path.realpath(top) != os.path.realpath(_CODE_ROOT):
+    return None
+  commit = _git("rev-parse", "HEAD")
+  status = _git("status", "--porcelain", "--untracked-files=no")
+  if commit is None or status is None:
+    return None
+  return dict(commit=commit, dirty=bool(status))
+
+
+def run_info() -> Dict[str, Any]:
+  """This invocation: what ran, where, on what, with which code."""
+  flags = precision.cpu_flags()
+  return dict(
+      started=datetime.datetime.now(datetime.timezone.utc).isoformat(
+          timespec="seconds"),
+      command=[sys.executable] + sys.argv,
+      cwd=os.getcwd(),
+      hostname=socket.gethostname(),
+      python=platform.python_version(),
+      packages={name: versions.installed_version(name) for name in STACK},
+      git=git_state(),
+      cpu=dict(machine=platform.machine(), cpus=os.cpu_count(),
+               flags={name: name in flags for name in CPU_FLAGS}),
+      gpus=[gpu.name for gpu in tf.config.list_physical_devices("GPU")],
+      precision=precision.current(),
+      threads=precision.threads_record(),  # the pools this process runs
+      deterministic=_op_determinism())
+
+
+def _op_determinism() -> bool:
+  try:
+    return bool(tf.config.experimental.is_op_determinism_enabled())
+  except AttributeError:  # not in this TensorFlow
+    return False
+
+
+def record_run_info(workdir: str) -> List[Dict[str, Any]]:
+  """Appends `run_info()` to WORKDIR/run_info.json ({"invocations":
+  [...]}, oldest first; written atomically). An unreadable file is set
+  aside as run_info.json.unreadable rather than lost or fatal. Returns the
+  invocations."""
+  path = os.path.join(workdir, RUN_INFO)
+  invocations: List[Dict[str, Any]] = []
+  if os.path.exists(path):
+    try:
+      invocations = list(io_utils.read_json(path)["invocations"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      logging.warning("%s is unreadable (%s); kept as %s.unreadable and "
+                      "started anew.", path, e, path)
+      os.replace(path, path + ".unreadable")
+      invocations = []
+  invocations.append(run_info())
+  io_utils.atomic_write_json(path, dict(invocations=invocations))
+  return invocations
 
 
 def use_precision(config: ml_collections.ConfigDict) -> str:

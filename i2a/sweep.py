@@ -1,4 +1,4 @@
-"""python -m i2a.sweep: a grid of runs (collect, pretrain, train, evaluate),
+r"""python -m i2a.sweep: a grid of runs (collect, pretrain, train, evaluate),
 run to completion across sessions, and a report of their results.
 
   python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:preset] \
@@ -33,14 +33,16 @@ import sys
 import time
 
 from absl import app, flags
-from ml_collections import config_flags
 
-from i2a import sweeping
+from i2a import cli, sweeping
 
-_GRID = config_flags.DEFINE_config_file(
-    "grid", None, "Grid file[:preset] under configs/sweeps/.")
-_WORKDIR = flags.DEFINE_string("workdir", None, "The sweep directory.",
-                               required=True)
+_GRID = cli.DEFINE_config_file(
+    "grid", None, "Grid file[:preset] under configs/sweeps/ "
+    "(i2a_minipacman.py: presets minipacman, tiny; table1_small.py: small, "
+    "tiny); set its keys with --grid.KEY=VALUE.")
+_WORKDIR = flags.DEFINE_string("workdir", None,
+                               "The sweep directory (required).")
+cli.require_unless_print_config(_WORKDIR)
 _ONLY = flags.DEFINE_list(
     "only", [], "Runs to consider: globs on the run id (train/a2c/*) or "
     "substrings, comma-separated; default all.")
@@ -54,6 +56,7 @@ _STOP_AFTER = flags.DEFINE_string(
 _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")
+flags.adopt_module_key_flags(cli)
 
 
 def _stop_on_signals(control: sweeping.Control) -> None:
@@ -80,6 +83,10 @@ def _stop_on_signals(control: sweeping.Control) -> None:
 
 def main(argv):
   del argv
+  # Each run is its own process (python -m i2a.sweeping), which sets up its
+  # devices; this one runs no TensorFlow.
+  cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER],
+            devices=False)
   try:
     return _main()
   except ValueError as e:  # a refused grid, sweep directory or flag
@@ -117,5 +124,10 @@ def _main() -> int:
   return sweeping.EXIT_DONE
 
 
+def entry() -> None:
+  """The console script i2a-sweep."""
+  cli.run(main, __name__)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  entry()

@@ -56,7 +56,6 @@ import datetime
 import fcntl
 import fnmatch
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -219,43 +218,13 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
 # -- Config files and grids ----------------------------------------------------
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_MODULES: Dict[str, Any] = {}
-
-
-def split_spec(spec: str) -> Tuple[str, str]:
-  """'configs/x.py:preset' -> ('configs/x.py', 'preset')."""
-  path, sep, preset = spec.rpartition(":")
-  if sep and path.endswith(".py") and "/" not in preset:
-    return path, preset
-  return spec, ""
-
-
-def _find(path: str) -> str:
-  """`path` as given, else relative to the repository (configs/...)."""
-  path = os.path.expanduser(path)
-  if os.path.isabs(path) or os.path.exists(path):
-    return os.path.abspath(path)
-  in_repo = os.path.join(_REPO_ROOT, path)
-  return in_repo if os.path.exists(in_repo) else os.path.abspath(path)
 
 
 def load_config_file(spec: str) -> ml_collections.ConfigDict:
-  """`get_config(preset)` of the config file 'PATH[:preset]' (as the
-  binaries' --config flags load it)."""
-  path, preset = split_spec(spec)
-  path = _find(path)
-  if not os.path.isfile(path):
-    raise ValueError(f"config file {spec!r}: {path} does not exist.")
-  module = _MODULES.get(path)
-  if module is None:
-    name = "_sweep_config_" + hashlib.sha256(path.encode()).hexdigest()[:12]
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    _MODULES[path] = module
-  if not hasattr(module, "get_config"):
-    raise ValueError(f"config file {path} defines no get_config(preset).")
-  return module.get_config(preset) if preset else module.get_config()
+  """`get_config(preset)` of the config file 'PATH[:preset]', found as the
+  binaries' --config flags find it (i2a.cli.load_config_file)."""
+  from i2a import cli  # pylint: disable=import-outside-toplevel
+  return cli.load_config_file(spec)
 
 
 def load_grid(spec: str) -> ml_collections.ConfigDict:
@@ -1201,9 +1170,10 @@ def child_main(job_file: str) -> None:
   """Runs one job in this process (`python -m i2a.sweeping JOB_FILE`),
   writes its result next to the job file and ends the process (status 1
   when the run failed)."""
-  from i2a import launching  # pylint: disable=import-outside-toplevel
+  from i2a import cli, launching  # pylint: disable=import-outside-toplevel
   job = io_utils.read_json(job_file)
   launching.die_with_launcher()
+  cli.setup_devices()  # memory growth, as every binary's process
   stop = threading.Event()
   _install_stop_handler(stop, interrupt=job["stage"] not in ("train",
                                                               "pretrain"))

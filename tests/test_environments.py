@@ -229,3 +229,28 @@ def test_protocol_differences_name_the_fields():
   assert preset("small", max_pool_frames=True, noop_max=30).differences(
       preset("small")) == {"max_pool_frames": (True, False),
                            "noop_max": (30, 0)}
+
+
+def test_action_names_name_each_games_action_ids():
+  # MiniPacman's own order (i2a/environments/minipacman.py).
+  assert environments.action_names(preset("minipacman")) == (
+      "NOOP", "RIGHT", "UP", "LEFT", "DOWN")
+  # The paper set is ALE's five, in the ActionSubset's order.
+  assert environments.action_names(preset("small")) == (
+      "NOOP", "UP", "RIGHT", "LEFT", "DOWN")
+  # 'minimal' and 'full': the game's get_action_meanings().
+  minimal = environments.action_names(preset("small", action_set="minimal"))
+  env = environments.make_env(preset("small", action_set="minimal"))
+  try:
+    assert minimal == tuple(env.unwrapped.get_action_meanings())
+    assert len(minimal) == env.action_space.n == 9
+  finally:
+    env.close()
+  assert len(environments.action_names(preset("small",
+                                              action_set="full"))) == 18
+  # Jumpy ids (encode_jumpy_action): the c primitive names.
+  jumpy = environments.action_names(preset("minipacman"), jump=2)
+  assert len(jumpy) == 25
+  assert jumpy[wrappers.encode_jumpy_action([2, 3], 5)] == "UP+LEFT"
+  with pytest.raises(ValueError, match="jump must be >= 1, given 0"):
+    environments.action_names(preset("minipacman"), jump=0)

@@ -162,7 +162,7 @@ def test_children_get_the_launchers_config_arguments():
 
 TINY = ["--config=configs/agents/a2c.py:tiny", "--config.env_steps=100000000",
         "--config.log_every=10", "--config.checkpoint_every=40",
-        "--config.plot_every=1000000"]
+        "--config.plot_every=1000000", "--config.eval_every=120"]
 
 
 def _env(**extra):
@@ -296,6 +296,10 @@ def test_a_launch_trains_survives_an_actor_kill_and_stops_cleanly(tmp_path):
     assert os.path.exists(os.path.join(workdir, name)), name
   assert not [n for n in os.listdir(os.path.join(workdir, "checkpoints"))
               if n.endswith(".tmp")]
+  # The learner evaluated every 120 consumed env steps (20 updates).
+  evaluated = read_column(os.path.join(workdir, "eval.csv"), "env_steps")
+  assert evaluated is not None and len(evaluated) >= 1
+  assert all(steps % 120 == 0 for steps in evaluated), evaluated
 
 
 def test_an_i2a_with_stored_rollouts_trains_across_processes(tmp_path):

@@ -10,8 +10,8 @@ import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
 from envmodels import reward_coding
-from i2a import collection, io_utils, pretraining, runs
-from i2a.metrics import read_column
+from i2a import collection, io_utils, pictures, pretraining, runs
+from i2a.metrics import read_column, read_summaries
 from i2a.replay import cache, datasets, files
 
 
@@ -64,6 +64,24 @@ def test_pretrain_writes_pictures_and_a_loadable_frozen_export(trained_run):
   state = model.initial_state(np.zeros((2, 3, 16, 24, 3), np.uint8))
   _, out = model.step(state, np.zeros([2], np.int32))
   assert out.reward.shape == (2,)
+
+
+def test_pretraining_summaries_keep_the_step_axis_and_animate_open_loop(
+    trained_run):
+  """Scalars and pictures at pretraining steps; the open-loop prediction
+  as an animated GIF image summary (tiny: images every 6 steps)."""
+  workdir, _, _ = trained_run
+  summaries = read_summaries(os.path.join(workdir, "tb"))
+  assert [step for step, _ in summaries["train/loss"]] == [4, 6, 8, 12]
+  assert "train/step" not in summaries  # its own step axis
+  animations = summaries["animations/open_loop"]
+  assert [step for step, _ in animations] == [6, 12]
+  plugin, (width, height, gif) = animations[0][1]
+  assert plugin == "images" and gif.startswith(b"GIF89a")
+  # truth | prediction | error of 16x24 frames (2-pixel gaps) upscaled 6x,
+  # and a caption with the actions by name.
+  assert (int(width), int(height)) == (6 * (3 * 24 + 2 * 2),
+                                       96 + pictures.CAPTION_HEIGHT)
 
 
 def test_a_finished_run_is_skipped(trained_run, dataset):
@@ -175,3 +193,52 @@ def test_a_stop_request_checkpoints_the_step_reached_and_a_rerun_resumes(
   assert np.isfinite(held_out["log_likelihood_per_frame"])
   steps = read_column(os.path.join(workdir, "metrics.csv"), "step").tolist()
   assert steps == sorted(set(steps)) and steps[-1] == 12
+
+
+def test_a_damaged_newest_checkpoint_falls_back_without_logging_a_step_twice(
+    dataset, tmp_path, caplog, capsys):
+  """Resuming from the checkpoint before a damaged newest one rewrites the
+  steps after it: TensorBoard and metrics.csv still hold each step once."""
+  config = _config(dataset, 8)
+  config.update(checkpoint_every=4, log_every=2, eval_every=4,
+                image_every=100)
+  workdir = str(tmp_path / "run")
+  pretraining.run(config, workdir)
+  checkpoints = os.path.join(workdir, "checkpoints")
+  data = os.path.join(checkpoints, "ckpt-8.data-00000-of-00001")
+  with open(data, "r+b") as f:  # damage the newest checkpoint's data
+    f.truncate(os.path.getsize(data) // 2)
+  before = [step for step, _ in
+            read_summaries(os.path.join(workdir, "tb"))["train/loss"]]
+  assert 6 in before and 8 in before
+  config.train_steps = 10
+  with caplog.at_level("WARNING"):
+    held_out = pretraining.run(config, workdir)
+  assert np.isfinite(held_out["log_likelihood_per_frame"])
+  warnings = [r.getMessage() for r in caplog.records
+              if r.levelname == "WARNING"]
+  assert any("ckpt-8" in w and "damaged" in w for w in warnings), warnings
+  assert "resumed from" in capsys.readouterr().out
+  summaries = read_summaries(os.path.join(workdir, "tb"))
+  for tag, points in summaries.items():
+    steps = [step for step, _ in points]
+    assert len(steps) == len(set(steps)), (tag, steps)
+  assert [s for s, _ in summaries["train/loss"]] == [2, 4, 6, 8, 10]
+  assert [s for s, _ in summaries["eval/loss"]] == [4, 8, 10]
+  metrics = os.path.join(workdir, "metrics.csv")
+  assert read_column(metrics, "step").tolist() == [2, 4, 6, 8, 10]
+  assert read_column(os.path.join(workdir, "eval.csv"),
+                     "step").tolist() == [4, 8, 10]
+  # Saved again over the damaged one at step 8, then the last at 10.
+  assert runs.checkpoint_damage(os.path.join(checkpoints, "ckpt-8")) is None
+
+
+def test_no_intact_checkpoint_is_refused_with_what_to_do(dataset, tmp_path):
+  config = _config(dataset, 4)
+  config.update(checkpoint_every=4, log_every=2)
+  workdir = str(tmp_path / "run")
+  pretraining.Pretrainer(config, workdir)._save(4)  # step 4, untrained
+  with open(os.path.join(workdir, "checkpoints", "ckpt-4.index"), "wb") as f:
+    f.write(b"not a checkpoint index")
+  with pytest.raises(ValueError, match="no intact checkpoint.*delete the"):
+    pretraining.Pretrainer(config, workdir).restore()

@@ -271,3 +271,55 @@ def test_disk_batches_have_the_sequence_signature(tmp_path):
   again = list(datasets.evaluation_batches(sampler, 4, 10))
   np.testing.assert_array_equal(evaluation[0]["observation"],
                                 again[0]["observation"])
+
+
+@pytest.mark.parametrize("length,jump,stride", [(5, 2, 1), (3, 3, 2),
+                                                 (1, 1, 1), (4, 1, 3)])
+def test_the_writer_cuts_the_windows_of_the_shared_rule(length, jump, stride):
+  """The Reverb writer and the window sampler cut windows by one rule,
+  episodes.window_starts: the writer every stride jumpy steps, the sampler
+  at every step."""
+  for steps in range(0, 14):  # primitive steps; steps + 1 observations
+    episode_length = steps + 1
+    full = episodes.window_starts(episode_length, length, jump)
+    assert len(full) == episodes.num_window_starts(episode_length, length,
+                                                   jump)
+    assert list(full) == [s for s in range(episode_length)
+                          if s + jump * (length - 1) < episode_length]
+    adder = writers.SequenceAdder(_RecordingClient(), length, jump, stride)
+    adder.observe_first(np.zeros((1,), np.uint8))
+    for i in range(steps):
+      adder.observe(0, 0.0, 1.0, np.full((1,), i + 1, np.uint8))
+    adder.end_episode()
+    starts = list(episodes.window_starts(episode_length, length, jump,
+                                         every=stride * jump))
+    assert adder.items_created == len(starts), (steps, starts)
+    assert starts == list(full)[::stride * jump]
+
+
+class _RecordingClient:
+  """A stand-in for reverb.Client: its trajectory writer keeps history."""
+
+  def trajectory_writer(self, num_keep_alive_refs):
+    del num_keep_alive_refs
+    return _RecordingWriter()
+
+
+class _RecordingWriter:
+
+  def __init__(self):
+    self.history = {key: [] for key in ("observation", "action", "reward",
+                                        "discount")}
+
+  def append(self, step):
+    for key, value in step.items():
+      self.history[key].append(value)
+
+  def create_item(self, table, priority, trajectory):
+    del table, priority, trajectory
+
+  def end_episode(self, clear_buffers):
+    del clear_buffers
+
+  def close(self):
+    pass

@@ -3,6 +3,7 @@ experiment; fields added later are differences unless set to the value that
 reproduces the old runs."""
 
 import json
+import os
 
 import pytest
 
@@ -77,3 +78,16 @@ def test_a_run_without_its_config_json_is_refused(tmp_path):
   with pytest.raises(ValueError, match=r"holds a run \(protocol.json\) but "
                      r"no config.json"):
     runs.prepare_workdir(str(tmp_path), config, None)
+
+
+def test_a_rerun_removes_the_temporaries_a_killed_run_left(tmp_path):
+  config = a2c_config.get_config("tiny")
+  workdir = str(tmp_path / "run")
+  runs.prepare_workdir(workdir, config, None)
+  left = os.path.join(workdir, "." + runs.CONFIG + ".a1b2c3d4.tmp")
+  with open(left, "w") as f:
+    f.write("{half")
+  os.utime(left, (1e9, 1e9))  # long untouched: its writer is dead
+  runs.prepare_workdir(workdir, config, None)
+  assert not os.path.exists(left)
+  assert not [name for name in os.listdir(workdir) if name.startswith(".")]

@@ -10,20 +10,21 @@ registered in agents.builder as 'i2a' when this package is imported
 from agents import builder
 from agents.imagination.imagination import (CopyModel, Imagination,
                                             ImaginationCore, RolloutEncoder,
-                                            state_features,
                                             untrained_envmodel)
 from agents.imagination.networks import (MODELS, I2ANetwork,
                                          check_model_fits, make_envmodel,
                                          make_network)
 from agents.imagination.rollout_policies import (STRATEGIES, RolloutPolicy,
                                                  RolloutPolicyNetwork,
-                                                 make_rollout_policy)
+                                                 make_rollout_policy,
+                                                 register_strategy)
 
 builder.register_network("i2a", make_network)
 
 __all__ = [
     "CopyModel", "Imagination", "ImaginationCore", "RolloutEncoder",
-    "state_features", "untrained_envmodel", "MODELS", "I2ANetwork",
+    "untrained_envmodel", "MODELS", "I2ANetwork",
     "check_model_fits", "make_envmodel", "make_network", "STRATEGIES",
     "RolloutPolicy", "RolloutPolicyNetwork", "make_rollout_policy",
+    "register_strategy",
 ]

@@ -27,17 +27,21 @@ Baselines that behave like models (same architecture and encoder compute):
                        policy, encoder, LSTM over K x tau steps) is the same.
   `untrained_envmodel` the same kind, spec and hyperparameters, randomly
                        initialised, frozen by export and load.
-  the emulator oracle  envmodels.oracle.OracleModel, with the initial state
-                       passed in as `model_state` (it cannot start from
-                       frames); in training its rollouts are side inputs
-                       (networks.py).
+  the emulator oracle  envmodels.oracle.OracleModel, a LiveEnvModel: the
+                       initial state is passed in as `model_state` (it
+                       cannot start from frames); in training its rollouts
+                       are side inputs (networks.py).
+
+Only the envmodel contract is used (envmodels/base.py): the features of
+s_t|t come from `model.state_features`, the [B*K] batch from
+`model.tile_state`, and whether the model starts from live environments
+from `isinstance(model, envmodels.LiveEnvModel)`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import tempfile
 from typing import (Any, Dict, Mapping, NamedTuple, Optional, Sequence,
                     Tuple)
@@ -48,8 +52,6 @@ import tensorflow as tf
 
 import envmodels
 from envmodels import noise
-from envmodels import pixel_models
-from envmodels import state_space
 from agents.imagination import rollout_policies
 
 IMAGINATIONS = ("abstract", "pixels")
@@ -62,46 +64,7 @@ def symlog(x: tf.Tensor) -> tf.Tensor:
   return tf.sign(x) * tf.math.log1p(tf.abs(x))
 
 
-# -- Model states --------------------------------------------------------------
-
-
-def state_features(model: Any, state: Any) -> tf.Tensor:
-  """The abstract features [B, h, w, d] of a model state, as
-  `StepOutput.features` would give them for a state reached by a step.
-
-  Needed for the initial state s_t|t (distillation target step, copy
-  baseline). The envmodel contract has no such method yet: a model's own
-  `state_features(state)` is used when it has one, else the known state
-  types of envmodels are read (SSM: s_t; RAR: s_t; AR: e(o_t) of the newest
-  frame; VAE: the context encoding; oracle: space_to_depth(8) of the frame).
-  """
-  own = getattr(model, "state_features", None)
-  if callable(own):
-    return own(state)
-  if isinstance(state, state_space.SSMState):
-    return state.state
-  if isinstance(state, pixel_models.RARState):
-    return state.abstract_state
-  if isinstance(state, pixel_models.ARState):
-    channels = state.encodings.shape[-1] // model.spec.context_length
-    return state.encodings[..., -channels:]
-  if isinstance(state, pixel_models.VAEState):
-    return state.context
-  oracle = sys.modules.get("envmodels.oracle")  # imported only when used
-  if oracle is not None and isinstance(state, oracle.OracleState):
-    return tf.nn.space_to_depth(model.render(state), 8)
-  raise ValueError(
-      f"cannot read abstract features from a {type(state).__name__} state of "
-      f"a {type(model).__name__} model; give the model a "
-      "`state_features(state)` method returning float32 [B, h, w, d] like "
-      "StepOutput.features.")
-
-
-def tile_state(state: Any, multiples: int) -> Any:
-  """Repeats every tensor of a state nest: [B, ...] -> [B * K, ...], row
-  b * K + k a copy of row b."""
-  return tf.nest.map_structure(lambda x: tf.repeat(x, multiples, axis=0),
-                               state)
+# -- Baseline models ---------------------------------------------------------
 
 
 class CopyState(NamedTuple):
@@ -126,10 +89,12 @@ class CopyModel(envmodels.EnvModel):
   def uses_actions(self) -> bool:
     return False
 
+  deterministic = True  # every step returns its input
+
   def _initial_state(self, observations: tf.Tensor) -> CopyState:
     state = self.inner.initial_state(observations)
     frame = tf.cast(observations[:, -1], tf.float32) / 255.0  # [B, H, W, C]
-    return CopyState(state_features(self.inner, state), frame)
+    return CopyState(self.inner.state_features(state), frame)
 
   def _step(self, state: CopyState, encoded_actions: tf.Tensor
             ) -> Tuple[CopyState, envmodels.StepOutput]:
@@ -159,7 +124,7 @@ def untrained_envmodel(model: envmodels.EnvModel, seed: int = 0
   learner's copies, built apart, hold the same untrained model.
   """
   hyperparameters = getattr(model, "hyperparameters", None)
-  if hyperparameters is None or not getattr(model, "learned", True):
+  if hyperparameters is None or not model.learned:
     raise ValueError(f"cannot rebuild a {type(model).__name__} untrained: "
                      "pass a learned envmodel (envmodels.load(EXPORT_DIR)).")
   fresh = envmodels.build(model.spec, seed=seed, **hyperparameters)
@@ -315,30 +280,31 @@ class ImaginationCore(snt.Module):
     windows' noise keys (None: fresh ones from window_keys)."""
     model, policy = self.model, self.rollout_policy
     k, num_actions = self.num_rollouts, policy.num_actions
-    if model_state is None and not getattr(model, "learned", True):
+    live = isinstance(model, envmodels.LiveEnvModel)
+    if model_state is None and live:
       raise ValueError(
           f"the {model.spec.kind!r} model cannot start from frames: pass its "
           "initial state, network(observations, model_state="
-          "oracle.initial_state_from_envs(envs)), or the side inputs "
+          "model.initial_state_from_envs(envs)), or the side inputs "
           "network.side_inputs(windows, envs) computes.")
     initial = (model.initial_state(observations) if model_state is None
                else model_state)
     initial_features = None
     if self.want_initial_features or (not self.fix_first_action and
                                       policy.needs_features):
-      initial_features = state_features(model, initial)  # [B, h, w, d]
+      initial_features = model.state_features(initial)  # [B, h, w, d]
     batch = tf.shape(observations)[0]
     rows = batch * k
     if keys is None:
       keys = self.window_keys(batch)
     row_keys = noise.fold(tf.repeat(noise.as_keys(keys), k, axis=0),
                           tf.tile(tf.range(k), [batch]))  # [B*K, 2]
-    state = tile_state(initial, k)  # [B*K, ...]
+    state = model.tile_state(initial, k)  # [B*K, ...]
     first_actions = tf.tile(tf.range(k, dtype=tf.int32) % num_actions,
                             [batch])  # [B*K]: 0, 1, .., K-1, 0, 1, ..
     features = None  # abstract features of the current state, [B*K, ...]
     if not self.fix_first_action and policy.needs_features:
-      features = tile_state(initial_features, k)
+      features = model.tile_state(initial_features, k)
     imaginations, rewards, logits, produced = [], [], [], []
     for t in range(self.depth):
       step_keys = noise.fold(row_keys, t)  # [B*K, 2]
@@ -356,10 +322,9 @@ class ImaginationCore(snt.Module):
       rewards.append(out.reward)
       imaginations.append(features if self.imagination == "abstract"
                           else model.render(state))  # [B*K, H, W, C]
-    release = getattr(model, "release", None)  # the oracle's snapshots
-    if callable(release):
+    if live:  # the snapshots the steps took
       for state in produced:
-        release(state)
+        model.release(state)
     return Imagination(
         imaginations=tf.stack(imaginations, axis=1),  # [B*K, tau, ...]
         rewards=tf.stack(rewards, axis=1),  # [B*K, tau]

@@ -3,10 +3,16 @@
 Where it sits in the data flow: registered as 'i2a' in agents.builder;
 actors (agents/acting.py) call it on each environment's frame window
 (`window_offsets`), the learner (agents/learning.py) on batches of unrolls and
-adds `auxiliary_loss` (distillation or the learning-to-query entropy
-penalty) to the actor-critic loss, updating `learnable_variables` only: the
-envmodel's weights never change (a loaded model has no trainable variables;
-an attached imagination prior p_imag is the exception, by design).
+adds `auxiliary_loss` (the rollout strategy's: distillation, the
+learning-to-query entropy penalty, none) to the actor-critic loss, updating
+`learnable_variables` only: the envmodel's weights never change (a loaded
+model has no trainable variables; a module the strategy attaches, the
+imagination prior p_imag, is the exception, by design).
+
+The network asks its rollout strategy (rollout_policies.RolloutPolicy) for
+everything strategy-specific (loss, stored side inputs, gradients through
+the model, refusals) and the envmodel contract (envmodels/base.py) for
+everything model-specific: it compares no strategy or kind names.
 
   window            the frames seen `window_offsets` agent steps ago: the
                     model's context, c = spec.jump steps apart as in its
@@ -62,20 +68,22 @@ MODELS = ("pretrained", "untrained", "copy", "oracle")
 # learner run the imagination core again, 'auto' picks 'actor' unless a
 # gradient must pass through the model or the rollouts are cheap or large.
 LEARNER_ROLLOUTS = ("auto", "actor", "recompute")
-# Strategies that backpropagate the policy gradient through the model.
-_THROUGH_MODEL = ("learning_to_query", "imagination_prior")
 
 
 class I2ANetwork(ActorCriticNetwork):
   """pi(a | o) and V(o) from a model-free path and K imagined rollouts.
 
   Args:
-    model: a frozen EnvModel (envmodels.load), or a CopyModel / oracle.
-      Its spec must match the environment: num_actions and
-      observation_shape.
+    model: a frozen EnvModel (envmodels.load), or a CopyModel / a
+      LiveEnvModel (the oracle). Its spec must match the environment:
+      num_actions and observation_shape.
     num_actions, observation_shape: the environment's.
-    rollout_policy: 'distillation', 'learning_to_query',
-      'imagination_prior' or 'random' (rollout_policies.STRATEGIES).
+    rollout_policy: a rollout_policies.RolloutPolicy for num_actions and
+      the model's jump (make_network builds it from config.network:
+      rollout_policies.make_rollout_policy); it owns its settings (pi_r's
+      sizes, loss weights).
+  Every argument is required (keyword-only): the defaults live in one
+  place, configs/agents/i2a.py, read by make_network.
     num_rollouts: K (0: one per action).
     depth: tau, model steps per rollout.
     imagination: 'abstract' (model features) or 'pixels' (rendered frames).
@@ -89,16 +97,13 @@ class I2ANetwork(ActorCriticNetwork):
     reward_transform: how it reads imagined rewards
       (imagination.REWARD_TRANSFORMS: 'symlog' or 'none').
     head_hidden: the layer before the policy and value heads.
-    rollout_policy_channels, rollout_policy_hidden: the pi_r network.
-    distillation_weight: lambda_D (>= 0) of the distillation loss.
-    query_entropy_penalty: weight (>= 0) of pi_r's entropy in
-      learning_to_query.
     learner_rollouts: LEARNER_ROLLOUTS: 'actor' stores the actor's
       rollouts with each unroll (side inputs) and the learner reads them
       instead of querying the model again; 'recompute' reruns them in the
       learner; 'auto' is 'actor' for the emulator oracle (which the learner
       cannot query) and for abstract imaginations of a learned model under
-      'distillation' or 'random', else 'recompute'.
+      a strategy whose gradient does not pass through the model
+      (`through_model` False: distillation, random), else 'recompute'.
     stored_features: how stored learned-model features travel
       (imagination.STORED_FEATURES): 'bfloat16' (half the bytes; the
       learner reads them back as float32) or 'float32' (exact).
@@ -106,56 +111,50 @@ class I2ANetwork(ActorCriticNetwork):
   """
 
   def __init__(self, model: envmodels.EnvModel, num_actions: int,
-               observation_shape: Sequence[int],
-               rollout_policy: str = "distillation", num_rollouts: int = 0,
-               depth: int = 3, imagination: str = "abstract",
-               fix_first_action: bool = True, model_free_frames: int = 1,
-               conv_channels: Sequence[int] = (16, 16),
-               conv_kernels: Sequence[int] = (3, 3),
-               conv_strides: Sequence[int] = (1, 2), hidden: int = 256,
-               encoder_channels: Sequence[int] = (16, 16),
-               encoder_strides: Sequence[int] = (1, 1),
-               pixel_encoder_channels: Sequence[int] = (16, 16),
-               lstm_size: int = 256, head_hidden: int = 256,
-               reward_transform: str = "symlog",
-               rollout_policy_channels: int = 16,
-               rollout_policy_hidden: int = 64,
-               distillation_weight: float = 1.0,
-               query_entropy_penalty: float = 0.01,
-               learner_rollouts: str = "auto",
-               stored_features: str = "bfloat16", seed: int = 0,
+               observation_shape: Sequence[int], *,
+               rollout_policy: rollout_policies.RolloutPolicy,
+               num_rollouts: int, depth: int, imagination: str,
+               fix_first_action: bool, model_free_frames: int,
+               conv_channels: Sequence[int], conv_kernels: Sequence[int],
+               conv_strides: Sequence[int], hidden: int,
+               encoder_channels: Sequence[int],
+               encoder_strides: Sequence[int],
+               pixel_encoder_channels: Sequence[int], lstm_size: int,
+               head_hidden: int, reward_transform: str,
+               learner_rollouts: str, stored_features: str, seed: int,
                name: Optional[str] = "i2a_network"):
     spec = model.spec
     super().__init__(num_actions, spec.context_length, name=name)
     check_model_fits(spec, num_actions, observation_shape)
-    rollout_policies.check_strategy(rollout_policy)
+    if not isinstance(rollout_policy, rollout_policies.RolloutPolicy):
+      raise ValueError(
+          "rollout_policy: expected a rollout_policies.RolloutPolicy (e.g. "
+          "rollout_policies.make_rollout_policy(name, num_actions, jump, "
+          f"config.network)), given {type(rollout_policy).__name__} "
+          f"{rollout_policy!r}.")
+    if (rollout_policy.num_actions != num_actions or
+        rollout_policy.jump != spec.jump):
+      raise ValueError(
+          f"the rollout policy acts on {rollout_policy.num_actions} actions, "
+          f"{rollout_policy.jump} per model step; the model takes "
+          f"{num_actions}, {spec.jump} per step: build it with the model's "
+          "num_actions and spec.jump.")
     if not 1 <= model_free_frames <= spec.context_length:
       raise ValueError(f"model_free_frames must be in [1, context_length = "
                        f"{spec.context_length}], given {model_free_frames}.")
-    if distillation_weight < 0 or query_entropy_penalty < 0:
-      raise ValueError("distillation_weight and query_entropy_penalty must "
-                       f"be >= 0 (a loss weight; the sign is built in), given "
-                       f"{distillation_weight} and {query_entropy_penalty}.")
     num_rollouts = num_rollouts or num_actions
-    self._check_strategy_fits(model, rollout_policy, depth, fix_first_action)
-    if rollout_policy == "imagination_prior":
-      self.imagination_prior = (model.imagination_prior or
-                                model.attach_imagination_prior(seed))
-    else:
-      self.imagination_prior = None
-    _check_frozen(model, self.imagination_prior)
+    rollout_policy.check_model(model, depth, fix_first_action)
+    # The trainable part the strategy attaches to the model (p_imag), if any.
+    self.attached = rollout_policy.attach(model, seed)
+    _check_frozen(model, self.attached)
 
     self.model = model
-    self.strategy = rollout_policy
+    self.rollout_policy = rollout_policy
     self.num_rollouts = num_rollouts
     self.depth = depth
     self.imagination = imagination
-    # The emulator oracle (learned = False) starts from environment
-    # snapshots: its rollouts come in as side inputs.
-    self.needs_env_states = not getattr(model, "learned", True)
     self.rollouts_from_actor = _rollouts_from_actor(
-        learner_rollouts, rollout_policy, imagination, model,
-        self.needs_env_states)
+        learner_rollouts, rollout_policy, imagination, model)
     self._observation_shape = tuple(observation_shape)
     self.stored_features = stored_features
     self._stored_dtype = imagination_lib.stored_dtype(stored_features)
@@ -172,15 +171,11 @@ class I2ANetwork(ActorCriticNetwork):
     self._free_index = [self._window_offsets.index(o) for o in free_offsets]
     self._stored_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
     self.model_free_frames = model_free_frames
-    self.distillation_weight = float(distillation_weight)
-    self.query_entropy_penalty = float(query_entropy_penalty)
-    self.rollout_policy = rollout_policies.make_rollout_policy(
-        rollout_policy, num_actions, spec.jump,
-        channels=rollout_policy_channels, hidden=rollout_policy_hidden)
     self.imagination_core = imagination_lib.ImaginationCore(
         model, self.rollout_policy, num_rollouts, depth,
         imagination=imagination, fix_first_action=fix_first_action,
-        want_initial_features=rollout_policy == "distillation", seed=seed)
+        want_initial_features=rollout_policy.needs_initial_features,
+        seed=seed)
     strides = tuple(encoder_strides)
     channels = tuple(encoder_channels)
     if imagination == "pixels":  # a stronger summariser for frames
@@ -195,30 +190,12 @@ class I2ANetwork(ActorCriticNetwork):
     self._policy_head = snt.Linear(num_actions, name="policy_logits")
     self._value_head = snt.Linear(1, name="value")
 
-  @staticmethod
-  def _check_strategy_fits(model: Any, strategy: str, depth: int,
-                           fix_first_action: bool) -> None:
-    spec = model.spec
-    if strategy == "imagination_prior":
-      if not (spec.action_free and
-              hasattr(model, "attach_imagination_prior")):
-        raise ValueError(
-            "rollout_policy='imagination_prior' needs an action-free sSSM "
-            f"(spec.kind 'sssm', action_free=True), given {spec}. Pretrain "
-            "one with configs/envmodels/sssm_action_free.py.")
-    elif strategy in _THROUGH_MODEL and not model.uses_actions:
-      raise ValueError(
-          f"rollout_policy={strategy!r} backpropagates the policy gradient "
-          f"through the model into pi_r, but this {spec.kind!r} model's "
-          "outputs carry no gradient to its actions (action-free, the VAE "
-          "baseline, the copy model or the non-differentiable oracle); "
-          "choose 'distillation' or 'random'.")
-    if (strategy == "learning_to_query" and fix_first_action and
-        depth < 2):
-      raise ValueError(
-          "rollout_policy='learning_to_query' with fix_first_action and "
-          f"depth {depth} never queries pi_r (the first action is fixed); "
-          "use depth >= 2.")
+  @property
+  def needs_env_states(self) -> bool:
+    """Whether the model starts from live environments (a LiveEnvModel: the
+    emulator oracle): the actor passes its environments and stores the
+    rollouts as side inputs."""
+    return isinstance(self.model, envmodels.LiveEnvModel)
 
   def __call__(self, observations: tf.Tensor,
                side_inputs: Optional[Mapping[str, tf.Tensor]] = None,
@@ -250,16 +227,7 @@ class I2ANetwork(ActorCriticNetwork):
     aggregated = imagination_lib.split_rollouts(
         summaries, self.num_rollouts)  # [B, K * L]
     hidden = tf.nn.relu(self._head(tf.concat([model_free, aggregated], -1)))
-    extras: Dict[str, tf.Tensor] = {}
-    if self.strategy == "distillation":
-      extras["rollout_policy_logits"] = self.rollout_policy.network(
-          imagined.initial_features)  # [B, A]: pi_r(. | s_t|t)
-    elif self.strategy == "learning_to_query":
-      entropies = rollout_policies.entropy(
-          imagined.rollout_policy_logits)  # [B*K, n]
-      extras["rollout_policy_entropy"] = tf.reduce_mean(
-          tf.reshape(entropies, [-1, self.num_rollouts * entropies.shape[1]]),
-          -1)  # [B]
+    extras = self.rollout_policy.extras(imagined, self.num_rollouts)
     return NetworkOutput(
         policy_logits=self._policy_head(hidden),  # [B, A]
         value=tf.squeeze(self._value_head(hidden), -1),  # [B]
@@ -367,7 +335,7 @@ class I2ANetwork(ActorCriticNetwork):
           tf.uint8), keys=tf.zeros([1, 2], tf.int32))  # the model's context
       shapes = {"imagined_features": (self.num_rollouts, self.depth,
                                       *probe.imaginations.shape[2:])}
-      if self.strategy == "distillation":
+      if self.rollout_policy.needs_initial_features:
         shapes["initial_features"] = tuple(probe.initial_features.shape[1:])
       self._stored_shapes = shapes
     return self._stored_shapes
@@ -425,7 +393,7 @@ class I2ANetwork(ActorCriticNetwork):
     return imagination_lib.to_side_inputs(
         self.imagination_core(self.model_context(windows)),
         self.num_rollouts,
-        with_initial_features=self.strategy == "distillation",
+        with_initial_features=self.rollout_policy.needs_initial_features,
         stored_features=self.stored_features)
 
   @tf.function
@@ -444,7 +412,7 @@ class I2ANetwork(ActorCriticNetwork):
         side_inputs, observations, self.num_rollouts, self.num_actions,
         frame_shape=self._observation_shape if self.needs_env_states
         else None, abstract=self.imagination == "abstract",
-        with_initial_features=self.strategy == "distillation")
+        with_initial_features=self.rollout_policy.needs_initial_features)
 
   def _check_side_inputs(self, side_inputs: Mapping[str, tf.Tensor]) -> None:
     """Refuses side inputs other than side_input_spec()'s."""
@@ -468,59 +436,46 @@ class I2ANetwork(ActorCriticNetwork):
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-    """Distillation: lambda_D * mean H(stop_gradient(pi), pi_r) (positive
-    weight: minimising it moves pi_r towards pi, never pi towards pi_r).
-    Learning to query: penalty * mean entropy of pi_r. Else 0."""
-    if self.strategy == "distillation":
-      cross_entropy = rollout_policies.distillation_cross_entropy(
-          output.policy_logits, output.extras["rollout_policy_logits"])
-      agent_entropy = tf.stop_gradient(
-          rollout_policies.entropy(output.policy_logits))
-      mean = tf.reduce_mean(cross_entropy)
-      return self.distillation_weight * mean, {
-          "distillation_cross_entropy": mean,
-          "distillation_kl": tf.reduce_mean(cross_entropy - agent_entropy)}
-    if self.strategy == "learning_to_query":
-      mean = tf.reduce_mean(output.extras["rollout_policy_entropy"])
-      return self.query_entropy_penalty * mean, {
-          "rollout_policy_entropy": mean}
-    return tf.constant(0.0), {}
+    """The rollout strategy's loss (rollout_policies: distillation, the
+    learning-to-query entropy penalty, or 0) and its metrics."""
+    return self.rollout_policy.loss(output.policy_logits, output.extras)
 
   @property
   def learnable_variables(self) -> Tuple[tf.Variable, ...]:
-    """Trainable variables minus every envmodel variable (p_imag's kept)."""
+    """Trainable variables minus every envmodel variable (those of the
+    module the strategy attached, p_imag, kept)."""
     frozen = {v.ref() for v in self.model.variables}
-    prior = ({v.ref() for v in self.imagination_prior.trainable_variables}
-             if self.imagination_prior is not None else set())
+    attached = ({v.ref() for v in self.attached.trainable_variables}
+                if self.attached is not None else set())
     return tuple(v for v in self.trainable_variables
-                 if v.ref() not in frozen or v.ref() in prior)
+                 if v.ref() not in frozen or v.ref() in attached)
 
 
-def _rollouts_from_actor(learner_rollouts: str, strategy: str,
-                         imagination: str, model: Any,
-                         oracle: bool) -> bool:
+def _rollouts_from_actor(learner_rollouts: str,
+                         policy: rollout_policies.RolloutPolicy,
+                         imagination: str, model: Any) -> bool:
   """Whether the learner reads the actor's stored rollouts (see
   LEARNER_ROLLOUTS), refusing the combinations that cannot work."""
   if learner_rollouts not in LEARNER_ROLLOUTS:
     raise ValueError(f"learner_rollouts must be one of {LEARNER_ROLLOUTS}, "
                      f"given {learner_rollouts!r}.")
-  if learner_rollouts == "recompute" and oracle:
+  live = isinstance(model, envmodels.LiveEnvModel)
+  if learner_rollouts == "recompute" and live:
     raise ValueError(
         "learner_rollouts='recompute' cannot work with the emulator oracle: "
         "the learner has no environment snapshots to start its rollouts "
         "from; use 'auto' (or 'actor').")
-  if learner_rollouts == "actor" and strategy in _THROUGH_MODEL:
+  if learner_rollouts == "actor" and policy.through_model:
     raise ValueError(
         f"learner_rollouts='actor' cannot work with rollout_policy="
-        f"{strategy!r}: its policy gradient must pass through the model's "
-        "rollouts in the learner; use 'auto' (or 'recompute').")
+        f"{policy.strategy!r}: its policy gradient must pass through the "
+        "model's rollouts in the learner; use 'auto' (or 'recompute').")
   if learner_rollouts != "auto":
     return learner_rollouts == "actor"
   # Copy-model rollouts cost nothing to recompute; rendered frames are
   # large to store.
-  return oracle or (strategy not in _THROUGH_MODEL and
-                    imagination == "abstract" and
-                    not isinstance(model, imagination_lib.CopyModel))
+  return live or (not policy.through_model and imagination == "abstract" and
+                  not isinstance(model, imagination_lib.CopyModel))
 
 
 def check_model_fits(spec: envmodels.EnvModelSpec, num_actions: int,
@@ -606,7 +561,9 @@ def make_network(config: ml_collections.ConfigDict, num_actions: int,
   net = config.network
   return I2ANetwork(
       model, num_actions, observation_shape,
-      rollout_policy=net.rollout_policy, num_rollouts=net.num_rollouts,
+      rollout_policy=rollout_policies.make_rollout_policy(
+          net.rollout_policy, num_actions, model.spec.jump, net),
+      num_rollouts=net.num_rollouts,
       depth=net.depth, imagination=net.imagination,
       fix_first_action=net.fix_first_action,
       model_free_frames=net.model_free_frames,
@@ -618,9 +575,5 @@ def make_network(config: ml_collections.ConfigDict, num_actions: int,
       pixel_encoder_channels=tuple(net.pixel_encoder_channels),
       lstm_size=net.lstm_size, head_hidden=net.head_hidden,
       reward_transform=net.reward_transform,
-      rollout_policy_channels=net.rollout_policy_channels,
-      rollout_policy_hidden=net.rollout_policy_hidden,
-      distillation_weight=net.distillation_weight,
-      query_entropy_penalty=net.query_entropy_penalty,
       learner_rollouts=net.learner_rollouts,
       stored_features=net.stored_features, seed=config.seed)

@@ -11,12 +11,10 @@ docs/planning.md.
 """
 
 from agents.planning.cem import CEMResult, categorical_cem
-from agents.planning.planner import (DETERMINISTIC_KINDS, CEMPlanner, Plan,
-                                     PlannerConfig, UniformRandomPolicy,
-                                     make_oracle, tile_state)
+from agents.planning.planner import (CEMPlanner, Plan, PlannerConfig,
+                                     UniformRandomPolicy, make_oracle)
 
 __all__ = [
-    "CEMResult", "categorical_cem", "DETERMINISTIC_KINDS", "CEMPlanner",
-    "Plan", "PlannerConfig", "UniformRandomPolicy", "make_oracle",
-    "tile_state",
+    "CEMResult", "categorical_cem", "CEMPlanner", "Plan", "PlannerConfig",
+    "UniformRandomPolicy", "make_oracle",
 ]

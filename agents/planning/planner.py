@@ -18,7 +18,8 @@ oracle plans eagerly (it runs the emulator on the host anyway), from
 snapshots of the live environments that are released after each plan.
 
 Only the public envmodels API is used: `model.spec`, `initial_state`,
-`rollout`, and for the oracle `initial_state_from_envs` / `release`
+`rollout`, `tile_state`, `deterministic` (one sample per candidate), and
+for a `LiveEnvModel` (the oracle) `initial_state_from_envs` / `release`
 (tests/agents/test_planning.py checks the imports of this package).
 """
 
@@ -35,10 +36,6 @@ import envmodels
 from agents.planning import cem
 
 SELECT_MODES = ("best", "mode")
-# Kinds whose rollouts are deterministic given the state and the actions:
-# one sample per candidate says it all (Buesing et al. 2018; the oracle
-# replays the environment's own future, docs/envmodels.md).
-DETERMINISTIC_KINDS = ("dssm_det", "ar", "rar", "oracle")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +50,9 @@ class PlannerConfig:
     smoothing: weight of the old belief in each refit,
       new = smoothing * old + (1 - smoothing) * elite frequencies.
     discount: per model step; a candidate scores sum_t discount^t r_t.
-    num_samples: model samples averaged per candidate (stochastic kinds; a
-      deterministic kind, DETERMINISTIC_KINDS, always uses 1).
+    num_samples: model samples averaged per candidate (stochastic models; a
+      deterministic one, `model.deterministic`, always uses 1: one sample
+      says it all).
     select: 'best' executes the best candidate scored, 'mode' the argmax of
       the final belief.
   """
@@ -100,13 +98,6 @@ class Plan(NamedTuple):
   probabilities: np.ndarray  # float32 [N, H, c, A]: the final CEM belief
 
 
-def tile_state(state: Any, multiples: int) -> Any:
-  """[B, ...] -> [B * K, ...] for every tensor of a state nest; row
-  b * K + k is a copy of row b."""
-  return tf.nest.map_structure(lambda x: tf.repeat(x, multiples, axis=0),
-                               state)
-
-
 class CEMPlanner:
   """MPC over a frozen envmodel with the categorical CEM (module docstring).
 
@@ -116,7 +107,8 @@ class CEMPlanner:
     config: PlannerConfig.
     seed: seeds the CEM's sampling (the model's own noise comes from the
       seed it was loaded with).
-    compile: plan inside tf.function; default: for learned models only.
+    compile: plan inside tf.function; default: for models that start from
+      frames (not a LiveEnvModel, which runs the emulator on the host).
   """
 
   def __init__(self, model: envmodels.EnvModel,
@@ -132,14 +124,13 @@ class CEMPlanner:
                        config.population, config.iterations,
                        config.num_elites, config.smoothing)
     # The oracle is stepped from live environments, not from frames.
-    self.needs_envs = hasattr(model, "initial_state_from_envs")
-    self.num_samples = (1 if self.spec.kind in DETERMINISTIC_KINDS
-                        else config.num_samples)
+    self.needs_envs = isinstance(model, envmodels.LiveEnvModel)
+    self.num_samples = 1 if model.deterministic else config.num_samples
     self._seeds = tf.random.Generator.from_seed(seed)
     self._discounts = tf.constant(
         config.discount ** np.arange(config.horizon), tf.float32)  # [H]
     if compile is None:
-      compile = getattr(model, "learned", True)
+      compile = not self.needs_envs
     self._plan_from_context = self._plan_from_context_impl
     if compile and not self.needs_envs:
       frame = tuple(self.spec.observation_shape)
@@ -166,7 +157,7 @@ class CEMPlanner:
     int32 [N * P, H, c] -> float32 [N * P], averaged over num_samples."""
     samples = self.num_samples
     if samples > 1:
-      state = tile_state(state, samples)
+      state = self.model.tile_state(state, samples)
       actions = tf.repeat(actions, samples, axis=0)  # [N * P * S, H, c]
     rollout = self.model.rollout(state, actions)
     returns = tf.reduce_sum(rollout.rewards * self._discounts, axis=1)
@@ -175,7 +166,7 @@ class CEMPlanner:
   def _plan_state(self, state: Any, batch_size, seed: tf.Tensor
                   ) -> cem.CEMResult:
     config = self.config
-    tiled = tile_state(state, config.population)  # [N * P, ...]
+    tiled = self.model.tile_state(state, config.population)  # [N * P, ...]
     return cem.categorical_cem(
         functools.partial(self.score, tiled), batch_size,
         horizon=config.horizon, jump=self.spec.jump,

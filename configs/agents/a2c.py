@@ -13,6 +13,8 @@ import ml_collections
 
 from configs.agents import common
 
+PRESETS = common.PRESETS  # for --help (i2a/cli.py)
+
 
 def network_config(preset: str) -> ml_collections.ConfigDict:
   """The A2C torso of each preset (the I2A's model-free path reuses it)."""

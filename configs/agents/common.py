@@ -71,6 +71,14 @@ def make_config(agent: str, preset: str,
   config.keep_checkpoints = 3
   config.plot_every = 2_000
   config.eval_episodes = 10  # default of `python -m i2a.evaluate`
+  # Evaluation during training (agents/evaluation.py TrainingEvaluation):
+  # every eval_every environment steps (0: off) and at the end of the
+  # budget, eval_episodes episodes of environments of its own (the seeds of
+  # `python -m i2a.evaluate`), sampled or greedy (eval_greedy), into
+  # eval.csv and TensorBoard's eval/... at the env step. They may change on
+  # resume.
+  config.eval_every = 100_000
+  config.eval_greedy = False
   if preset in ("tiny", "minipacman"):
     # MiniPacman's rewards are small and their sizes are the task (avoid:
     # food 0.1, killed -20): the I2A paper trains on them unclipped.
@@ -88,6 +96,7 @@ def make_config(agent: str, preset: str,
     config.checkpoint_every = 3
     config.plot_every = 3
     config.eval_episodes = 2
+    config.eval_every = 12
   elif preset == "minipacman":
     config.protocol.env_id = "MiniPacman-avoid-v0"
     # Measured (docs/agents.md): with 7e-4 / 0.01 A2C's policy collapses
@@ -100,8 +109,10 @@ def make_config(agent: str, preset: str,
     config.plot_every = 500
   elif preset == "small":
     config.env_steps = 10_000_000
+    config.eval_every = 500_000
   elif preset == "paper":
     config.env_steps = 50_000_000
+    config.eval_every = 1_000_000
     config.checkpoint_every = 10_000
     config.plot_every = 10_000
   return config

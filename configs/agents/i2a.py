@@ -48,6 +48,8 @@ import ml_collections
 from configs.agents import a2c
 from configs.agents import common
 
+PRESETS = common.PRESETS  # for --help (i2a/cli.py)
+
 
 def network_config(preset: str) -> ml_collections.ConfigDict:
   """The I2A network of each preset (the model-free part is the A2C's)."""

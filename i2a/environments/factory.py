@@ -14,7 +14,7 @@ and returns what the SyncVectorEnv of make_env sub-envs would
 from __future__ import annotations
 
 import functools
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -105,6 +105,35 @@ def wrap_env(env: gym.Env, protocol: Protocol, jump: int = 1) -> gym.Env:
   if jump > 1:
     env = wrappers.JumpyWrapper(env, jump)
   return env
+
+
+def action_names(protocol: Protocol, jump: int = 1) -> Tuple[str, ...]:
+  """The names of the agent's action ids under `protocol`: name i is action
+  i's, as pictures and logs show them.
+
+  MiniPacman: its own set (minipacman.ACTION_NAMES: NOOP, RIGHT, UP, LEFT,
+  DOWN). ALE: action_set 'paper' is PAPER_ACTIONS in that order (the
+  ActionSubset wrapper's order); 'minimal' and 'full' are the game's
+  `get_action_meanings()`. With jump c > 1, the jumpy action ids of
+  make_env(protocol, jump) (encode_jumpy_action): the c primitive names
+  joined by '+', e.g. 'UP+UP+LEFT'.
+  """
+  if jump < 1:
+    raise ValueError(f"jump must be >= 1, given {jump}.")
+  if protocol.is_minipacman:
+    names: Tuple[str, ...] = tuple(minipacman.ACTION_NAMES)
+  elif protocol.action_set == "paper":
+    names = tuple(PAPER_ACTIONS)
+  else:
+    env = _make_base(protocol, render_mode=None)
+    try:
+      names = tuple(str(m) for m in env.unwrapped.get_action_meanings())
+    finally:
+      env.close()
+  if jump == 1:
+    return names
+  return tuple("+".join(names[a] for a in wrappers.decode_jumpy_action(
+      i, len(names), jump)) for i in range(len(names) ** jump))
 
 
 def num_actions(protocol: Protocol) -> int:

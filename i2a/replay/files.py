@@ -41,9 +41,8 @@ class DatasetError(ValueError):
 
 
 def _package_versions() -> Dict[str, Optional[str]]:
-  from envmodels import versions  # pylint: disable=import-outside-toplevel
-  names = list(versions.PINNED) + ["gymnasium", "ale-py", "numpy"]
-  return {name: versions.installed_version(name) for name in names}
+  from i2a import versions  # pylint: disable=import-outside-toplevel
+  return versions.recorded_versions()
 
 
 def _write_npz(path: str, arrays: Dict[str, np.ndarray]) -> str:

@@ -5,7 +5,9 @@ steps into one jumpy step (episodes.py's convention), appends it to a Reverb
 TrajectoryWriter and creates a `sequences` item every `stride` jumpy steps
 once `length` are available. Items reference the writer's chunks, so
 overlapping windows do not duplicate frames on the wire or in the table.
-`end_episode` closes the episode: no item ever spans two episodes.
+`end_episode` closes the episode: no item ever spans two episodes. Which
+windows exist is episodes.window_starts' rule (every = stride * jump), the
+one the window sampler uses too; an item holds what episodes.window cuts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import List, Optional
 import numpy as np
 import reverb
 
+from i2a.replay import episodes
 from i2a.replay import tables
 
 
@@ -89,8 +92,12 @@ class SequenceAdder:
         "discount": np.float32(self._pending_discount),
     })
     self._num_jumpy_steps += 1
-    surplus = self._num_jumpy_steps - self._length
-    if surplus >= 0 and surplus % self._stride == 0:
+    # The episode so far ends at primitive step (m - 1) c; the window ending
+    # there would start at (m - L) c. Cut it if the shared rule has it.
+    jump, steps = self._jump, self._num_jumpy_steps
+    start = (steps - self._length) * jump
+    if start in episodes.window_starts((steps - 1) * jump + 1, self._length,
+                                       jump, every=self._stride * jump):
       history = writer.history
       writer.create_item(
           table=self._table, priority=1.0,

@@ -98,8 +98,8 @@ def unroll_batch(seed=0):
 
 def model_variables(network):
   """The model's variables that are NOT an attached imagination prior."""
-  prior = (set() if network.imagination_prior is None else
-           {v.ref() for v in network.imagination_prior.variables})
+  prior = (set() if network.attached is None else
+           {v.ref() for v in network.attached.variables})
   return [v for v in network.model.variables if v.ref() not in prior]
 
 
@@ -220,7 +220,7 @@ def test_gradients_reach_the_imagination_prior_but_no_other_model_weight(
     output = network(observations())
     loss = tf.reduce_sum(output.policy_logits[:, 0]) + tf.reduce_sum(
         output.value)
-  prior = network.imagination_prior.trainable_variables
+  prior = network.attached.trainable_variables
   assert prior and model.trainable_variables == tuple(prior)
   gradients = tape.gradient(loss, prior)
   assert all(g is not None for g in gradients)
@@ -399,11 +399,12 @@ def test_untrained_model_is_frozen_seeded_and_not_the_pretrained_one(exports):
 def test_models_that_do_not_fit_are_refused_with_both_specs(exports):
   model = load(exports)
   with pytest.raises(ValueError) as error:
-    networks.I2ANetwork(model, 4, FRAME)
+    networks.make_network(tiny_config(), 4, FRAME, envmodel=model)
   assert "num_actions=5" in str(error.value)
   assert "num_actions=4" in str(error.value)
   with pytest.raises(ValueError) as error:
-    networks.I2ANetwork(model, NUM_ACTIONS, (16, 16, 3))
+    networks.make_network(tiny_config(), NUM_ACTIONS, (16, 16, 3),
+                          envmodel=model)
   assert "(16, 24, 3)" in str(error.value)
   assert "(16, 16, 3)" in str(error.value)
 

@@ -108,6 +108,13 @@ class TargetModel(envmodels.EnvModel):
     return (env, t + 1), envmodels.StepOutput(reward=reward,
                                               features=features)
 
+  @property
+  def deterministic(self):
+    return not self.noise  # the planner reads this, never the kind name
+
+  def state_features(self, state):
+    return tf.zeros([tf.shape(state[0])[0], 1, 1, 1])
+
   def rollout(self, state, actions, render=False):
     self.rollout_batches.append(actions.shape[0])  # None when traced
     return super().rollout(state, actions, render)
@@ -149,7 +156,7 @@ def test_a_stochastic_model_scores_each_candidate_over_num_samples():
       _contexts(3))
   assert model.rollout_batches == [3 * 16 * 5] * 3
   np.testing.assert_array_equal(plan.sequence, targets)
-  # A deterministic kind needs one sample per candidate.
+  # A deterministic model needs one sample per candidate.
   assert planner_lib.CEMPlanner(TargetModel(targets), config).num_samples == 1
 
 

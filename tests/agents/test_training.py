@@ -18,8 +18,8 @@ import envmodels
 from agents import builder, evaluation, training
 from agents.a2c import networks
 from configs.agents import a2c as a2c_config
-from i2a import environments, io_utils, runs
-from i2a.metrics import read_column
+from i2a import environments, io_utils, pictures, runs
+from i2a.metrics import read_column, read_summaries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -99,6 +99,10 @@ def test_resume_reproduces_the_uninterrupted_run(trained, tmp_path):
   assert summary["learner_steps"] == 6 and summary["env_steps"] == 36
   assert read_column(os.path.join(split, "metrics.csv"),
                      "step").tolist() == [2, 4, 5, 6]
+  # Evaluations at 12 and 24 env steps, at the first budget's end (30) and
+  # at 36: each once, none twice after the resume.
+  assert read_column(os.path.join(split, "eval.csv"),
+                     "env_steps").tolist() == [12, 24, 30, 36]
   expected, got = _checkpoint_values(straight), _checkpoint_values(split)
   assert sorted(expected) == sorted(got)
   assert any("optimizer" in name for name in got)
@@ -121,8 +125,39 @@ def test_a_partial_newest_checkpoint_is_skipped_on_resume(trained, tmp_path):
   try:
     assert trainer.restore() == 3
     assert trainer.actor.env_steps == 18
+    # The evaluation at learner step 4 is after the restored checkpoint.
+    assert read_column(os.path.join(workdir, "eval.csv"),
+                       "step").tolist() == [2]
+    trainer.train()
   finally:
     trainer.close()
+  # ... and is made again, once: the rows of the uninterrupted run.
+  for column in ("step", "env_steps", "return_mean", "return_std"):
+    np.testing.assert_array_equal(
+        read_column(os.path.join(workdir, "eval.csv"), column),
+        read_column(os.path.join(trained[0], "eval.csv"), column), column)
+
+
+def test_a_rerun_from_an_older_checkpoint_logs_no_step_twice(trained,
+                                                             tmp_path):
+  """Steps after the checkpoint resumed from are trained and logged again:
+  TensorBoard (at environment steps) and metrics.csv hold each step once."""
+  workdir = str(tmp_path / "run")
+  shutil.copytree(trained[0], workdir)
+  with open(os.path.join(workdir, "checkpoints",
+                         "ckpt-6.data-00000-of-00001"), "r+b") as f:
+    f.truncate(10)  # resumes from checkpoint 3 (18 env steps)
+  tb = os.path.join(workdir, "tb")
+  assert 24 in [step for step, _ in read_summaries(tb)["train/loss"]]
+  summary = training.run(_config(6), workdir)
+  assert summary["learner_steps"] == 6
+  for tag, points in read_summaries(tb).items():
+    steps = [step for step, _ in points]
+    assert len(steps) == len(set(steps)), (tag, steps)
+  assert [step for step, _ in read_summaries(tb)["train/loss"]] == [
+      12, 24, 36]
+  assert read_column(os.path.join(workdir, "metrics.csv"),
+                     "step").tolist() == [2, 4, 6]
 
 
 def test_a_stop_that_arrives_between_two_reads_still_gets_its_checkpoint(
@@ -201,13 +236,17 @@ def test_evaluate_writes_scores_a_gif_and_a_strip(trained):
   scores = evaluation.evaluate(workdir, episodes=3, greedy=True)
   written = io_utils.read_json(os.path.join(workdir, "eval", "scores.json"))
   assert written == json.loads(json.dumps(scores))
+  assert io_utils.read_json(os.path.join(
+      workdir, "eval", "step_6", "scores.json")) == written
   assert len(written["returns"]) == len(written["lengths"]) == 3
   assert written["mean"] == pytest.approx(np.mean(written["returns"]))
   assert written["std"] == pytest.approx(np.std(written["returns"]))
   assert written["checkpoint_step"] == 6 and written["env_steps"] == 36
   assert all(0 < n <= 12 for n in written["lengths"])  # the protocol's cap
   for name in ("episode_000.gif", "episode_000.png"):
-    assert os.path.getsize(os.path.join(workdir, "eval", name)) > 0
+    assert os.path.getsize(os.path.join(workdir, "eval", "step_6", name)) > 0
+  assert written["video"] == os.path.join(workdir, "eval", "step_6",
+                                          "episode_000.gif")
   # Same seed, same episodes.
   again = evaluation.evaluate(workdir, episodes=3, greedy=True)
   assert again["returns"] == scores["returns"]
@@ -225,6 +264,76 @@ def test_evaluate_errors_say_what_is_missing(trained, tmp_path):
   runs.prepare_workdir(fresh, config, runs.protocol_from_config(config))
   with pytest.raises(ValueError, match="has no checkpoint yet"):
     evaluation.evaluate(fresh, episodes=1)
+  with pytest.raises(ValueError, match=r"--checkpoint=4: .* has no checkpoint "
+                     r"of learner step 4; it holds steps \[3, 6\]"):
+    evaluation.evaluate(trained[0], episodes=1, checkpoint=4)
+
+
+def _event_dir(workdir, *parts):
+  return os.path.join(workdir, "tb", *parts)
+
+
+def test_evaluation_during_training_goes_to_eval_csv_and_tensorboard(
+    trained):
+  """The tiny preset evaluates every 12 env steps (2 episodes): at learner
+  steps 2, 4 and 6; TensorBoard's agent scalars sit at env steps."""
+  workdir, _ = trained
+  eval_csv = os.path.join(workdir, "eval.csv")
+  assert read_column(eval_csv, "step").tolist() == [2, 4, 6]
+  assert read_column(eval_csv, "env_steps").tolist() == [12, 24, 36]
+  assert read_column(eval_csv, "frames").tolist() == [12, 24, 36]
+  assert read_column(eval_csv, "episodes").tolist() == [2, 2, 2]
+  assert np.isfinite(read_column(eval_csv, "return_std")).all()
+  # The last row is what `python -m i2a.evaluate` computes for the final
+  # checkpoint with the same episodes (seeds, sampling): nothing differs.
+  scores = evaluation.evaluate(workdir, episodes=2, checkpoint=6)
+  assert read_column(eval_csv, "return_mean")[-1] == pytest.approx(
+      scores["mean"])
+  assert read_column(eval_csv, "return_std")[-1] == pytest.approx(
+      scores["std"])
+  summaries = read_summaries(_event_dir(workdir))
+  for tag in ("eval/return_mean", "eval/return_std", "eval/episodes",
+              "train/loss", "train/env_steps", "train/frames"):
+    assert [step for step, _ in summaries[tag]] == [12, 24, 36], tag
+  assert [v for _, v in summaries["eval/return_mean"]] == pytest.approx(
+      read_column(eval_csv, "return_mean").tolist())
+  assert [v for _, v in summaries["train/step"]] == [2, 4, 6]  # learner
+  assert [v for _, v in summaries["train/frames"]] == [12, 24, 36]
+  animations = summaries["eval/episode"]
+  assert [step for step, _ in animations] == [12, 24, 36]
+  plugin, (width, height, gif) = animations[0][1]
+  assert plugin == "images" and gif.startswith(b"GIF89a")
+  # MiniPacman 16x24, upscaled 6x, and a caption band under each frame.
+  assert (int(width), int(height)) == (144, 96 + pictures.CAPTION_HEIGHT)
+
+
+def test_per_checkpoint_evaluation_keeps_earlier_results(trained, tmp_path):
+  workdir = str(tmp_path / "run")
+  shutil.copytree(trained[0], workdir)
+  shutil.rmtree(os.path.join(workdir, "eval"), ignore_errors=True)
+  shutil.rmtree(_event_dir(workdir, "evaluate"), ignore_errors=True)
+  newest = evaluation.evaluate(workdir, episodes=1)
+  older = evaluation.evaluate(workdir, episodes=2, checkpoint=3)
+  assert (newest["checkpoint_step"], newest["env_steps"]) == (6, 36)
+  assert (older["checkpoint_step"], older["env_steps"]) == (3, 18)
+  eval_dir = os.path.join(workdir, "eval")
+  for scores in (newest, older):
+    step_dir = os.path.join(eval_dir, f"step_{scores['checkpoint_step']}")
+    assert io_utils.read_json(os.path.join(step_dir, "scores.json")) == \
+        json.loads(json.dumps(scores))
+    assert os.path.exists(os.path.join(step_dir, "episode_000.gif"))
+  # eval/scores.json stays the newest checkpoint's (the sweeps read it).
+  assert io_utils.read_json(os.path.join(eval_dir, "scores.json"))[
+      "checkpoint_step"] == 6
+  index = io_utils.read_json(os.path.join(eval_dir, "index.json"))
+  assert sorted(index) == ["3", "6"]
+  assert index["3"]["episodes"] == 2 and index["3"]["env_steps"] == 18
+  assert index["6"]["scores"] == os.path.join("step_6", "scores.json")
+  summaries = read_summaries(_event_dir(workdir, "evaluate"))
+  assert [step for step, _ in summaries["eval/return_mean"]] == [36, 18]
+  assert [v for _, v in summaries["eval/return_mean"]] == pytest.approx(
+      [newest["mean"], older["mean"]])
+  assert [step for step, _ in summaries["eval/episode"]] == [36, 18]
 
 
 def test_the_binaries_train_and_evaluate(trained, tmp_path):
@@ -245,9 +354,11 @@ def test_the_binaries_train_and_evaluate(trained, tmp_path):
   assert train.returncode == 0, train_err[-3000:]
   assert "env steps/s" in train_err and "ETA" in train_err
   assert "trained 2 learner steps" in train_out
+  assert "budget: config.env_steps=12 agent (environment) steps" in train_out
   assert os.path.exists(os.path.join(workdir, "checkpoints", "ckpt-2.index"))
   assert evaluate.returncode == 0, evaluate_err[-3000:]
   assert '"checkpoint_step": 6' in evaluate_out
+  assert '"env_steps": 36' in evaluate_out
   scores = io_utils.read_json(os.path.join(trained[0], "eval", "scores.json"))
   assert scores["episodes"] == 2 and scores["seeds"][0] == 10_000_007
 
@@ -319,16 +430,19 @@ def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
 
 def test_an_i2a_run_draws_its_imagination_without_changing_the_run(
     tmp_path):
-  """images/imagination.png and TensorBoard's `imagination` at every plot;
-  drawing at every update trains exactly as drawing only at the end."""
+  """images/imagination.png and TensorBoard's `imagination` (and its
+  animation) at every plot, at env steps; drawing at every update and
+  evaluating every 12 env steps trains exactly as drawing only at the end
+  without evaluating."""
   from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
   export = _export(tmp_path / "export")
   workdirs = {}
-  for plot_every in (1, 1000):
+  for plot_every, eval_every in ((1, 12), (1000, 0)):
     config = i2a_config.get_config("tiny")
     config.envmodel = export
     config.env_steps = 6 * 4
     config.plot_every = plot_every
+    config.eval_every = eval_every
     workdirs[plot_every] = str(tmp_path / f"plot_every_{plot_every}")
     training.run(config, workdirs[plot_every])
   assert os.path.getsize(os.path.join(workdirs[1], "images",
@@ -338,13 +452,13 @@ def test_an_i2a_run_draws_its_imagination_without_changing_the_run(
   assert sorted(often) == sorted(once)
   for name, value in once.items():
     np.testing.assert_array_equal(often[name], value, err_msg=name)
-  steps = []
-  for events in sorted(os.listdir(os.path.join(workdirs[1], "tb"))):
-    for event in tf.compat.v1.train.summary_iterator(
-        os.path.join(workdirs[1], "tb", events)):
-      steps += [event.step for value in event.summary.value
-                if value.tag == "imagination"]
-  assert steps == [1, 2, 3, 4]
+  summaries = read_summaries(os.path.join(workdirs[1], "tb"))
+  for tag in ("imagination", "imagination_animated"):
+    assert [step for step, _ in summaries[tag]] == [6, 12, 18, 24], tag
+  plugin, (_, _, gif) = summaries["imagination_animated"][0][1]
+  assert plugin == "images" and gif.startswith(b"GIF89a")
+  assert [step for step, _ in summaries["eval/return_mean"]] == [12, 24]
+  assert not os.path.exists(os.path.join(workdirs[1000], "eval.csv"))
 
 
 def test_an_a2c_run_draws_no_imagination(trained):

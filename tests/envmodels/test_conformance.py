@@ -5,8 +5,18 @@ automatically) and the same tests over all of them (the Sonnet habit):
 tf.function tracing with batch-agnostic signatures, output shapes and dtypes
 (envmodels.base and docs/envmodels.md, "The contract"), finite losses and
 gradients, checkpoint round trip, export and load in a fresh process, frozen
-loading with gradients into relaxed actions, and shape errors. Every kind is
-built with its `tiny_hyperparameters()` on 16x16x3 frames.
+loading with gradients into relaxed actions, shape errors, value errors
+(float frames, out-of-range int actions, relaxed actions that are not
+probability vectors, B = 0, T = 0; eagerly and inside tf.function), and what
+agents read (state_features, deterministic, tile_state). Every kind is built with
+its `tiny_hyperparameters()` on 16x16x3 frames.
+
+Reusable for a kind registered outside the package: a test module that does
+`from tests.envmodels.test_conformance import *` and sets
+`CONFORMANCE_KINDS = ("my_kind",)` runs the whole suite over its kind
+(`pytest_generate_tests` below reads it), and `CONFORMANCE_IMPORTS` names
+the modules the fresh process of the export test imports to register it
+(tests/test_new_model_kind.py does both).
 """
 
 from __future__ import annotations
@@ -128,14 +138,23 @@ def assert_all_finite(name: str, value: tf.Tensor) -> None:
   assert np.all(np.isfinite(np.asarray(value))), f"{name} is not finite"
 
 
-KIND_JUMP = [pytest.param(kind, jump, id=f"{kind}-jump{jump}")
-             for kind in KINDS for jump in JUMPS]
+def pytest_generate_tests(metafunc):
+  """Parametrizes every test by `kind` (and `jump`): the module's
+  CONFORMANCE_KINDS when it sets them (a kind from outside the package),
+  else every learned registered kind."""
+  kinds = getattr(metafunc.module, "CONFORMANCE_KINDS", None) or KINDS
+  names = metafunc.fixturenames
+  if "kind" in names and "jump" in names:
+    metafunc.parametrize("kind,jump", [
+        pytest.param(kind, jump, id=f"{kind}-jump{jump}")
+        for kind in kinds for jump in JUMPS])
+  elif "kind" in names:
+    metafunc.parametrize("kind", kinds)
 
 
 # -- Construction ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_hyperparameters_are_json_and_rebuild_the_same_architecture(kind):
   import json
   model = make_model(kind)
@@ -150,7 +169,6 @@ def test_hyperparameters_are_json_and_rebuild_the_same_architecture(kind):
 # -- Tracing, shapes and dtypes ----------------------------------------------
 
 
-@pytest.mark.parametrize("kind,jump", KIND_JUMP)
 def test_step_and_render_trace_batch_agnostic_with_contract_shapes(kind, jump):
   model = cached_model(kind, jump)
   height, width, channels = FRAME
@@ -191,7 +209,6 @@ def test_step_and_render_trace_batch_agnostic_with_contract_shapes(kind, jump):
       None, height, width, channels]
 
 
-@pytest.mark.parametrize("kind,jump", KIND_JUMP)
 def test_rollout_stacks_features_rewards_and_frames(kind, jump):
   model = cached_model(kind, jump)
   state = model.initial_state(make_context())
@@ -212,7 +229,6 @@ def test_rollout_stacks_features_rewards_and_frames(kind, jump):
   assert no_frames.frames is None
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_step_traces_under_autograph(kind):
   model = cached_model(kind, 1)
   state = model.initial_state(make_context())
@@ -223,7 +239,6 @@ def test_step_traces_under_autograph(kind):
   assert_all_finite("reward", out.reward)
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_int_and_one_hot_actions_step_identically(kind):
   model = cached_model(kind, 1)
   state = model.initial_state(make_context())
@@ -243,7 +258,6 @@ def test_int_and_one_hot_actions_step_identically(kind):
 # -- Training ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind,jump", KIND_JUMP)
 def test_loss_is_finite_with_gradients_for_every_variable(
     kind, jump):
   model = make_model(kind, jump)
@@ -272,7 +286,6 @@ def test_loss_is_finite_with_gradients_for_every_variable(
     assert_all_finite(f"gradient of {variable.name}", gradient)
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_diagnostics_give_pictures_of_predicted_frames_and_rewards(kind):
   model = cached_model(kind, 1)
   pictures = model.diagnostics(make_batch(1))
@@ -288,7 +301,6 @@ def test_diagnostics_give_pictures_of_predicted_frames_and_rewards(kind):
 # -- Saving, exporting, loading ----------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_checkpoint_round_trip_gives_identical_outputs(kind, tmp_path):
   source = make_model(kind, seed=0)
   prefix = tf.train.Checkpoint(model=source).write(str(tmp_path / "ckpt"))
@@ -304,11 +316,13 @@ def test_checkpoint_round_trip_gives_identical_outputs(kind, tmp_path):
 
 
 _LOAD_SCRIPT = textwrap.dedent("""
-    import os, sys, traceback
+    import importlib, os, sys, traceback
     import numpy as np
     import envmodels
     root, seed = sys.argv[1], int(sys.argv[2])
-    for kind in sys.argv[3:]:
+    for name in filter(None, sys.argv[3].split(",")):
+      importlib.import_module(name)  # registers kinds from outside
+    for kind in sys.argv[4:]:
       out = os.path.join(root, "loaded_" + kind)
       os.makedirs(out)
       try:
@@ -329,12 +343,14 @@ _LOAD_SCRIPT = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def loaded_in_subprocess(tmp_path_factory):
+def loaded_in_subprocess(request, tmp_path_factory):
   """Exports every kind, loads all of them in ONE fresh Python process (one
   TensorFlow import) and returns (root, expected rollouts, process)."""
+  kinds = getattr(request.module, "CONFORMANCE_KINDS", None) or KINDS
+  imports = getattr(request.module, "CONFORMANCE_IMPORTS", ())
   root = tmp_path_factory.mktemp("exports")
   expected = {}
-  for kind in KINDS:
+  for kind in kinds:
     model = make_model(kind)
     envmodels.export(model, str(root / kind))
     context, actions = make_context(seed=1), make_actions(1, seed=1)
@@ -346,12 +362,12 @@ def loaded_in_subprocess(tmp_path_factory):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
              PYTHONPATH=os.pathsep.join(python_path))
   process = subprocess.run(
-      [sys.executable, "-c", _LOAD_SCRIPT, str(root), str(SEED), *KINDS],
+      [sys.executable, "-c", _LOAD_SCRIPT, str(root), str(SEED),
+       ",".join(imports), *kinds],
       env=env, capture_output=True, text=True, timeout=600, check=False)
   return root, expected, process
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_export_then_load_in_a_fresh_process_gives_identical_rollouts(
     kind, loaded_in_subprocess):
   root, expected, process = loaded_in_subprocess
@@ -365,7 +381,6 @@ def test_export_then_load_in_a_fresh_process_gives_identical_rollouts(
                                   err_msg=name)
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_loaded_model_is_frozen_and_passes_gradients_to_relaxed_actions(
     kind, tmp_path):
   model = make_model(kind)
@@ -390,6 +405,76 @@ def test_loaded_model_is_frozen_and_passes_gradients_to_relaxed_actions(
   assert gradient is not None
   assert_all_finite("gradient of the relaxed actions", gradient)
   assert np.any(gradient.numpy() != 0.0)
+
+
+# -- What agents read: state_features, deterministic, tile_state -------------
+
+
+def check_agent_contract(model: envmodels.EnvModel, state: Any,
+                         actions: Any) -> None:
+  """The contract methods agents use, on `state` (B rows) and one step's
+  `actions`: state_features gives float32 [B, h, w, d] with the step
+  features' shape, equal to a step's features for the state it reached;
+  tile_state repeats rows (b * K + k = row b) and the tiled state steps
+  like the original; two steps with different noise keys give equal
+  outputs iff `model.deterministic`. Shared with tests/envmodels/
+  test_oracle.py (the oracle, a LiveEnvModel)."""
+  assert isinstance(model.deterministic, bool)
+  batch = int(tf.nest.flatten(state)[0].shape[0])
+  keys = tf.constant([[1, 2]] * batch, tf.int32)
+  new_state, out = model.step(state, actions, noise=keys)
+  initial = model.state_features(state)
+  assert initial.dtype == tf.float32
+  assert initial.shape == out.features.shape, (initial.shape,
+                                               out.features.shape)
+  assert_all_finite("state_features", initial)
+  reached = model.state_features(new_state)
+  np.testing.assert_allclose(reached.numpy(), out.features.numpy(),
+                             rtol=1e-5, atol=1e-6)
+  # tile_state: [B, ...] -> [B * K, ...], row b * K + k a copy of row b.
+  k = 3
+  tiled = model.tile_state(state, k)
+  tf.nest.assert_same_structure(tiled, state)
+  for original, repeated in zip(tf.nest.flatten(state),
+                                tf.nest.flatten(tiled)):
+    assert repeated.shape[0] == batch * k
+    np.testing.assert_array_equal(
+        repeated.numpy(), np.repeat(original.numpy(), k, axis=0))
+  _, tiled_out = model.step(tiled, np.repeat(np.asarray(actions), k, axis=0),
+                            noise=tf.repeat(keys, k, axis=0))
+  np.testing.assert_allclose(tiled_out.reward.numpy(),
+                             np.repeat(out.reward.numpy(), k, axis=0),
+                             rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="multiples must be a positive int"):
+    model.tile_state(state, 0)
+  # The determinism claim, both ways.
+  other_state, other = model.step(state, actions, noise=keys + 7)
+  same = (np.allclose(other.reward.numpy(), out.reward.numpy()) and
+          np.allclose(other.features.numpy(), out.features.numpy()) and
+          np.allclose(model.render(other_state).numpy(),
+                      model.render(new_state).numpy()))
+  assert same == model.deterministic, (
+      f"{model.spec.kind}: deterministic={model.deterministic}, but steps "
+      f"with different noise keys give {'equal' if same else 'different'} "
+      "outputs")
+
+
+def test_agent_contract_state_features_tile_state_and_determinism(
+    kind, jump):
+  model = cached_model(kind, jump)
+  state = model.initial_state(make_context())
+  check_agent_contract(model, state, make_actions(jump)[:, 0])
+
+
+def test_state_features_trace_batch_agnostic(kind):
+  model = cached_model(kind, 1)
+  state = model.initial_state(make_context())
+  features = trace(model.state_features, [state_signature(state)])
+  for batch in (BATCH, 1):
+    out = features(model.initial_state(make_context(batch)))
+    assert out.shape[0] == batch and out.dtype == tf.float32
+  assert features.get_concrete_function().structured_outputs.shape[
+      1:].is_fully_defined()
 
 
 # -- Shape errors ------------------------------------------------------------
@@ -418,7 +503,6 @@ def _bad_call(model: envmodels.EnvModel, case: str):
 @pytest.mark.parametrize("mode", ["eager", "tf_function"])
 @pytest.mark.parametrize("case", ["context_length", "frame_size",
                                   "int_action_shape", "relaxed_action_shape"])
-@pytest.mark.parametrize("kind", KINDS)
 def test_bad_shapes_raise_value_error_naming_expected_and_given(
     kind, case, mode):
   model = cached_model(kind, 1)
@@ -430,3 +514,119 @@ def test_bad_shapes_raise_value_error_naming_expected_and_given(
   message = str(error.value)
   assert expected in message, message
   assert given in message, message
+
+
+# -- Value errors --------------------------------------------------------------
+
+
+def _bad_value_call(model: envmodels.EnvModel, case: str, mode: str):
+  """(function, args, expected text, given text) for a call whose shapes
+  are right but whose values are not. The tf.function traces leave the
+  batch axis open (None), so what is static eagerly is checked at run time
+  there."""
+  state = model.initial_state(make_context())
+  signature = state_signature(state)
+  graph = mode == "tf_function"
+
+  def step(spec):
+    return (trace(model.step, [signature, spec]) if graph else model.step)
+
+  if case == "float_frames":  # [0, 1] floats would be read as 0-255
+    frames = make_context().astype(np.float32) / 255.0
+    function = (trace(model.initial_state, [tf.TensorSpec(
+        (None, CONTEXT) + FRAME, tf.float32)]) if graph
+                else model.initial_state)
+    return function, (frames,), "expected uint8 frames", "given float32"
+  if case == "empty_batch":
+    frames = np.zeros((0, CONTEXT) + FRAME, np.uint8)
+    function = (trace(model.initial_state, [tf.TensorSpec(
+        (None, CONTEXT) + FRAME, tf.uint8)]) if graph
+                else model.initial_state)
+    return function, (frames,), "expected a batch of B > 0 rows", "0"
+  int_spec = tf.TensorSpec([None, 1], tf.int32)
+  relaxed_spec = tf.TensorSpec([None, 1, NUM_ACTIONS], tf.float32)
+  for value in (5, 10**6, -1):
+    if case == f"int_action_{value}":
+      return (step(int_spec), (state, np.full([BATCH, 1], value, np.int32)),
+              "expected action indices in [0, 5)", str(value))
+  if case == "empty_action_batch":
+    return (step(int_spec), (state, np.zeros([0, 1], np.int32)),
+            "expected a batch of B > 0 rows", "0")
+  relaxed = np.full([BATCH, 1, NUM_ACTIONS], 1.0 / NUM_ACTIONS, np.float32)
+  if case == "relaxed_nan":
+    relaxed[0, 0, 2] = np.nan
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "1")
+  if case == "relaxed_inf":
+    relaxed[1, 0, 0] = np.inf
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "NaN/infinite")
+  if case == "relaxed_negative":
+    relaxed[0, 0] = [-0.5, 1.5, 0.0, 0.0, 0.0]
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "-0.5")
+  if case == "relaxed_unnormalised":
+    relaxed[:] = 1.0
+    return (step(relaxed_spec), (state, relaxed),
+            "finite, >= 0, each [c] row summing to 1", "4")
+  if case == "rollout_zero_steps":
+    function = lambda s, a: model.rollout(s, a)
+    if graph:
+      function = trace(function, [signature,
+                                  tf.TensorSpec([None, 0, 1], tf.int32)])
+    return (function, (state, np.zeros([BATCH, 0, 1], np.int32)),
+            "expected T >= 1 steps", "[2, 0, 1]" if not graph else "0")
+  raise AssertionError(case)
+
+
+VALUE_CASES = ["float_frames", "empty_batch", "int_action_5",
+               "int_action_1000000", "int_action_-1", "empty_action_batch",
+               "relaxed_nan", "relaxed_inf", "relaxed_negative",
+               "relaxed_unnormalised", "rollout_zero_steps"]
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf_function"])
+@pytest.mark.parametrize("case", VALUE_CASES)
+def test_bad_values_raise_clear_errors_naming_expected_and_given(
+    kind, case, mode):
+  """Eagerly a ValueError; inside tf.function what only run-time values
+  show is an InvalidArgumentError carrying the same text (shapes, dtypes
+  and a static T stay ValueErrors at trace time)."""
+  model = cached_model(kind, 1)
+  function, args, expected, given = _bad_value_call(model, case, mode)
+  errors = (ValueError, tf.errors.InvalidArgumentError)
+  with pytest.raises(errors) as error:
+    function(*args)
+  static = case in ("float_frames", "rollout_zero_steps")
+  if mode == "eager" or static:
+    assert isinstance(error.value, ValueError), error.value
+  else:
+    assert isinstance(error.value, tf.errors.InvalidArgumentError)
+  message = str(error.value)
+  assert expected in message, message
+  assert given in message, message
+
+
+def test_valid_relaxed_actions_pass_the_value_checks(kind):
+  """Softmax rows (float32 and bfloat16), straight-through one-hots and
+  rows off 1 by rounding only are accepted."""
+  model = cached_model(kind, 1)
+  state = model.initial_state(make_context())
+  logits = tf.random.stateless_normal([BATCH, 1, NUM_ACTIONS], seed=[3, 4])
+  soft = tf.nn.softmax(logits)
+  hard = tf.one_hot(tf.argmax(soft, -1), NUM_ACTIONS)
+  for actions in (soft, tf.cast(soft, tf.bfloat16),
+                  hard + soft - tf.stop_gradient(soft), soft * (1 + 1e-4)):
+    _, out = model.step(state, actions)
+    assert out.reward.shape == (BATCH,)
+
+
+def test_value_checks_can_be_turned_off_for_measurements_only():
+  from envmodels import base
+  model = cached_model(KINDS[0], 1)
+  state = model.initial_state(make_context())
+  bad = np.full([BATCH, 1], NUM_ACTIONS, np.int32)
+  with base.value_checks(False):
+    model.step(state, bad)  # the old behaviour: an all-zero one-hot
+  with pytest.raises(ValueError, match=r"expected action indices in \[0, 5\)"):
+    model.step(state, bad)

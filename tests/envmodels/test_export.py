@@ -235,3 +235,21 @@ def test_non_finite_weights_are_neither_exported_nor_loaded(tmp_path):
   checkpoint.write(os.path.join(path, "variables", "variables"))
   with pytest.raises(envmodels.ExportError, match="NaN or infinite weights"):
     envmodels.load(path)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_an_export_has_the_usual_permissions_under_the_umask(tmp_path, umask):
+  """Not the private 0o700 of its temporary directory: 0o777 / 0o666 less
+  the umask, for the directory and every file in it."""
+  model = make_model()
+  previous = os.umask(umask)
+  try:
+    path = envmodels.export(model, str(tmp_path / "export"))
+  finally:
+    os.umask(previous)
+  assert os.stat(path).st_mode & 0o777 == 0o777 & ~umask
+  files = [os.path.join(root, name) for root, _, names in os.walk(path)
+           for name in names]
+  assert files
+  for name in files:
+    assert os.stat(name).st_mode & 0o777 == 0o666 & ~umask, name

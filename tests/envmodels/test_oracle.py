@@ -304,6 +304,13 @@ def test_bad_action_shapes_and_values_raise_value_error():
     model.step(state, np.full([2, 3], NUM_ACTIONS, np.int32))
   with pytest.raises(ValueError, match="OracleState"):
     model.step({"handle": state.handle}, np.zeros([2, 3], np.int32))
+  # The API's value checks (envmodels/base.py) cover the oracle too.
+  with pytest.raises(ValueError, match="rows off 1 by up to 1"):
+    model.step(state, np.zeros([2, 3, NUM_ACTIONS], np.float32))
+  with pytest.raises(ValueError, match="expected T >= 1 steps"):
+    model.rollout(state, np.zeros([2, 0, 3], np.int32))
+  with pytest.raises(ValueError, match=r"in \[0, 5\).*min -1"):
+    model.rollout(state, np.full([2, 1, 3], -1, np.int32))
 
 
 def test_initial_state_from_observations_raises_a_clear_error():
@@ -340,3 +347,23 @@ def test_registry_knows_the_oracle_but_build_needs_env_fn():
   with pytest.raises(ValueError, match="primitive-action"):
     oracle_lib().OracleModel(
         spec, env_fn=functools.partial(make_env, MINIPACMAN, jump=2))
+
+
+@pytest.mark.parametrize("jump", [1, 2])
+def test_the_oracle_is_a_live_env_model_meeting_the_agent_contract(jump):
+  """The conformance suite's agent-facing checks (state_features,
+  tile_state, the determinism claim) on the oracle, which the suite's
+  kind list leaves out (it cannot start from frames)."""
+  from tests.envmodels.test_conformance import check_agent_contract  # pylint: disable=g-import-not-at-top
+  model = make_oracle(jump=jump)
+  assert isinstance(model, envmodels.LiveEnvModel)
+  assert model.deterministic and not model.learned
+  envs, observations = started_envs()
+  state = model.initial_state_from_envs(envs, observations=observations)
+  # Features of s_t|t: space_to_depth(8) of the frames the agent sees.
+  np.testing.assert_array_equal(
+      model.state_features(state).numpy(),
+      tf.nn.space_to_depth(observations.astype(np.float32) / 255.0,
+                           8).numpy())
+  check_agent_contract(model, state, random_actions(2, 1, jump)[:, 0])
+  model.release(state)

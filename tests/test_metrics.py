@@ -1,0 +1,39 @@
+"""i2a.metrics on resume: what was logged after the restored step, and what a
+kill tore, is dropped from the CSV logs and the TensorBoard event files."""
+
+import os
+
+import tensorflow as tf
+
+from i2a import metrics
+
+
+def test_csv_truncation_drops_later_steps_repeats_and_a_torn_row(tmp_path):
+  path = tmp_path / "metrics.csv"
+  # Step 4 twice (an older history), then an append killed half-way.
+  path.write_text("step,loss\n2,1.0\n4,0.9\n4,0.8\n6,0.7\n8,0.")
+  log = metrics.CsvLog(str(path))
+  log.truncate_after(6)
+  assert path.read_text() == "step,loss\n2,1.0\n4,0.8\n6,0.7\n"
+  log.write({"step": 8, "loss": 0.6})
+  assert metrics.read_column(str(path), "step").tolist() == [2, 4, 6, 8]
+
+
+def test_event_truncation_drops_later_steps_and_a_torn_record(tmp_path):
+  tb = str(tmp_path / "tb")
+  log = metrics.MetricsLog(str(tmp_path))
+  for step in (2, 4, 6):
+    log.write(step, {"loss": float(step)})
+  log.flush()
+  (path,) = [os.path.join(tb, name) for name in os.listdir(tb)]
+  with open(path, "ab") as f:
+    f.write(b"\x10\x00\x00")  # a record cut short by a kill
+  resumed = metrics.MetricsLog(str(tmp_path))
+  resumed.truncate_after(4)
+  assert metrics.read_summaries(tb) == {"train/loss": [(2, 2.0), (4, 4.0)]}
+  resumed.write(6, {"loss": 0.5})
+  resumed.flush()
+  assert metrics.read_summaries(tb) == {
+      "train/loss": [(2, 2.0), (4, 4.0), (6, 0.5)]}
+  assert not [n for n in os.listdir(tb) if n.endswith(".tmp")]
+  assert tf.io.gfile.exists(path)

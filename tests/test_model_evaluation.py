@@ -1,0 +1,62 @@
+"""The Table 1 form (i2a/model_evaluation.py): held-out likelihood, the
+open-loop prediction error against copy-last-frame, and the table."""
+
+import os
+
+import numpy as np
+import pytest
+
+import envmodels
+from configs import collect as collect_config
+from configs.envmodels import dssm_det
+from i2a import collection, model_evaluation, pretraining
+from i2a.replay import datasets, files
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """(dataset dir, export dir) of a tiny dSSM-DET."""
+  collect_dir = str(tmp_path_factory.mktemp("collect"))
+  collection.run(collect_config.get_config("tiny"), collect_dir)
+  data = os.path.join(collect_dir, "dataset")
+  config = dssm_det.get_config("tiny")
+  config.data = data
+  config.train_steps = 4
+  workdir = str(tmp_path_factory.mktemp("pretrain") / "run")
+  pretraining.run(config, workdir)
+  return data, os.path.join(workdir, pretraining.EXPORT)
+
+
+def test_open_loop_error_matches_a_direct_computation(trained):
+  data, export = trained
+  model = envmodels.load(export)
+  test_dir = files.split_path(data, "test")
+  T = 3
+  error = model_evaluation.open_loop_error(model, test_dir, T=T,
+                                           num_windows=6, batch_size=4)
+  assert len(error.model) == len(error.copy_last_frame) == T
+  assert all(np.isfinite(error.model)) and min(error.model) >= 0
+  # The copy-last-frame baseline, computed from the same held-out windows.
+  k = model.spec.context_length
+  sampler = datasets.window_sampler(test_dir, k + T, model.spec.jump)
+  frames = np.concatenate([
+      b["observation"].numpy() for b in datasets.evaluation_batches(
+          sampler, 4, 6)]).astype(np.float64) / 255.0
+  assert frames.shape[0] == 6
+  expected = np.mean((frames[:, k - 1:k] - frames[:, k:]) ** 2,
+                     axis=(0, 2, 3, 4))
+  np.testing.assert_allclose(error.copy_last_frame, expected, rtol=1e-5)
+  assert error.beats_copy == (error.model[-1] < error.copy_last_frame[-1])
+
+
+def test_the_table_states_the_open_loop_error_next_to_copy(trained):
+  data, export = trained
+  rows = model_evaluation.evaluate([export], data, T=3, num_windows=4,
+                                   batch_size=4, horizon=3, rollout_batch=2)
+  (row,) = rows
+  assert len(row.open_loop_mse) == len(row.copy_last_frame_mse) == 3
+  table = model_evaluation.markdown(rows, 3, 2)
+  assert "open-loop MSE, last step" in table
+  assert "copy-last-frame MSE" in table
+  assert f"{row.open_loop_mse[-1]:.5f}" in table
+  assert f"{row.copy_last_frame_mse[-1]:.5f}" in table
