@@ -91,6 +91,14 @@ class _Setup:
     self.num_actions = environments.num_actions(self.protocol)
     self.observation_shape = tuple(self.protocol.observation_shape)
 
+  def identity(self) -> Dict[str, runs.Identity]:
+    """The workdir's identity record of this run: the envmodel export's
+    fingerprint, after checking its protocol (builder.check_export)."""
+    if not self.config.envmodel:
+      return {}
+    return {builder.ENVMODEL_IDENTITY: builder.check_export(self.config,
+                                                            self.protocol)}
+
   def network(self, role: str, seed_offset: int = 0) -> ActorCriticNetwork:
     """The network with its variables (role: learner or actor)."""
     config, model = self.config, None
@@ -471,6 +479,19 @@ def next_generation(workdir: str) -> int:
   return generation
 
 
+def check_learner(config: ml_collections.ConfigDict, workdir: str) -> None:
+  """Every check the learner makes before it writes into `workdir` (config,
+  envmodel export and its protocol, environment, workdir compatibility),
+  writing nothing: `python -m i2a.launch` runs it (--role=check) before the
+  launcher writes logs/ into the workdir. ValueError says what is wrong."""
+  setup = _Setup(config)
+  identity = setup.identity()
+  setup.network("learner")
+  runs.check_workdir(workdir, config, setup.protocol,
+                     ignore=training.RESUMABLE_FIELDS,
+                     legacy=training.LEGACY_VALUES, identity=identity)
+
+
 class DistributedLearner:
   """The learner process's parts: network, Reverb, LearnerLoop (no actor)."""
 
@@ -481,10 +502,12 @@ class DistributedLearner:
     setup = _Setup(config)
     tf.random.set_seed(config.seed)
     # Built (its envmodel loaded and checked) before the workdir is written.
+    identity = setup.identity()
     network = setup.network("learner")
     self.workdir = runs.prepare_workdir(workdir, config, setup.protocol,
                                         ignore=training.RESUMABLE_FIELDS,
-                                        legacy=training.LEGACY_VALUES)
+                                        legacy=training.LEGACY_VALUES,
+                                        identity=identity)
     self.client = connect(address, connect_timeout_s, stop)
     check_server_tables(self.client, address, setup.signatures(network))
     self.generation = next_generation(self.workdir)

@@ -330,6 +330,13 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   episodes = int(episodes if episodes is not None else config.eval_episodes)
   if episodes < 1:
     raise ValueError(f"--episodes must be >= 1, given {episodes}.")
+  export_dir = envmodel or config.envmodel
+  if export_dir and os.path.isdir(export_dir):
+    # The export the run trained with (identity.json), under its protocol.
+    runs.check_identity(os.path.abspath(os.path.expanduser(workdir)), {
+        builder.ENVMODEL_IDENTITY: builder.check_export(config, protocol,
+                                                        export_dir)},
+        recording=False)
   network, counters = load_agent(config, protocol, checkpoint_path, envmodel)
   result = run_episodes(network, protocol, episodes, greedy, seed,
                         imagination=True)

@@ -9,7 +9,10 @@ learner reads them as one batch, updates, and publishes its weights. The
 alternation makes a run deterministic for a seed.
 
 The run lives in a workdir: config.json / protocol.json (a different
-config is refused on resume), checkpoints/ (network, optimizer, learner
+config is refused on resume), identity.json (the envmodel export's
+fingerprint: another export is refused on resume; its protocol must agree
+with the run's, agents/builder.py `check_export`; all checked before
+anything is written), checkpoints/ (network, optimizer, learner
 step, env-step counter, and the actor's state: environments, frame windows,
 RNG; the last N kept), TensorBoard events (agent summaries at environment
 steps: docs/agents.md, "TensorBoard") and metrics.csv, eval.csv (evaluation
@@ -68,7 +71,7 @@ RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
 # models was spaced and rollout noise seeded have no such path (the
 # network.reward_transform field is new to them and has no legacy value).
 LEGACY_VALUES = {"loss.reward_clipping": "none", "network.head_hidden": 0,
-                 "precision": "fp32"}
+                 "precision": "fp32", "allow_protocol_mismatch": False}
 # The embedded learner never waits longer than this for unrolls.
 EMBEDDED_TIMEOUT_MS = 120_000
 
@@ -118,7 +121,10 @@ class Trainer:
     # refused model leaves no workdir behind to block the corrected run.
     runs.use_precision(config)
     learner_model = actor_model = None
+    identity = {}
     if config.envmodel:
+      identity[builder.ENVMODEL_IDENTITY] = builder.check_export(
+          config, self.protocol)
       learner_model = builder.load_envmodel(
           config.envmodel, self.protocol, self.num_actions,
           seed=envmodel_seed(config, "learner"))
@@ -126,7 +132,8 @@ class Trainer:
                                    seed=envmodel_seed(config, "actor"))
     self.workdir = runs.prepare_workdir(workdir, config, self.protocol,
                                         ignore=RESUMABLE_FIELDS,
-                                        legacy=LEGACY_VALUES)
+                                        legacy=LEGACY_VALUES,
+                                        identity=identity)
     tf.random.set_seed(config.seed)
     self._exit = contextlib.ExitStack()
     try:

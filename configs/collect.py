@@ -1,7 +1,8 @@
 """Config of `python -m i2a.collect`: which environment, policy and budget.
 
-Presets: tiny (tests, MiniPacman), minipacman, small (MsPacman at 104x80, the
-CPU demo), paper (MsPacman at 200x160). Use --config=configs/collect.py:small.
+Presets: tiny (tests, MiniPacman-avoid), minipacman (MiniPacman-avoid), small
+(MsPacman at 104x80, the CPU demo), paper (MsPacman at 200x160). Use
+--config=configs/collect.py:small.
 
 The policy is uniform random by default; `--config.policy=checkpoint:RUN`
 collects with the newest checkpoint of a `python -m i2a.train` workdir RUN
@@ -37,6 +38,10 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.sequence = ml_collections.ConfigDict(
       dict(context_length=3, T=10, jump=1, stride=1))
   config.reverb_max_size = 100_000
+  if preset in ("tiny", "minipacman"):
+    # The task the agents' tiny and minipacman presets play: a dataset
+    # collected under another protocol is refused by i2a.train.
+    config.protocol.env_id = "MiniPacman-avoid-v0"
   if preset == "tiny":
     config.num_envs = 2
     config.train_steps = 600
@@ -44,7 +49,6 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.sequence.T = 3
     config.steps_per_shard = 256
   elif preset == "minipacman":
-    config.protocol.env_id = "MiniPacman-avoid-v0"
     config.train_steps = 50_000
     config.test_steps = 5_000
   elif preset == "small":

@@ -19,11 +19,12 @@ from envmodels.base import (EnvModel, EnvModelSpec, LiveEnvModel,
 from envmodels.registry import build, kinds, model_class, register
 from envmodels import pixel_models  # noqa: F401  (registers its kinds)
 from envmodels import state_space  # noqa: F401  (registers its kinds)
-from envmodels.export import export, load, ExportError
+from envmodels.export import (export, load, ExportError, fingerprint,
+                               provenance, read_spec)
 
 __all__ = [
     "EnvModel", "EnvModelSpec", "LiveEnvModel", "tile_state", "LossOutput",
     "Rollout", "StepOutput",
     "FORMAT_VERSION", "build", "kinds", "model_class", "register", "export",
-    "load", "ExportError",
+    "load", "ExportError", "fingerprint", "provenance", "read_spec",
 ]

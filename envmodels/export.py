@@ -8,12 +8,22 @@ and into an attached imagination prior).
 
 An export directory holds
   spec.json             {"format": "envmodels.export", "format_version",
-                         "kind", "spec", "hyperparameters", "variables", ...}
+                         "kind", "spec", "hyperparameters", "variables",
+                         "provenance" (optional: what the model was
+                         trained on, e.g. the dataset's fingerprint and
+                         protocol; i2a.pretrain records them), ...}
   variables/variables.* a tf.train.Checkpoint of the module (TensorFlow's
                          object-based checkpoint: .index + .data-*)
+
 It is written into a temporary sibling directory and renamed into place, so
 a reader never sees a half-written export. Loading rebuilds the model from
 the registry with the recorded hyperparameters: no training config needed.
+
+`fingerprint(export_dir)` is the export's identity: sha256 of spec.json (as
+canonical JSON) and of every variables file. Agent runs record it in their
+workdir and refuse to resume with another export (README.md,
+"Guarantees"). Exports written before provenance existed load as before;
+their provenance reads as unknown.
 
 Format version policy: `FORMAT_VERSION` (envmodels.base) is bumped on any
 change an older `load` could not read; `load` reads every version in
@@ -23,15 +33,17 @@ upgrade the package.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from envmodels import base
 from envmodels import precision
@@ -106,9 +118,12 @@ def is_export(path: str) -> bool:
   return data is not None and data.get("format") == FORMAT_NAME
 
 
-def export(model: base.EnvModel, export_dir: str) -> str:
+def export(model: base.EnvModel, export_dir: str,
+           provenance: Optional[Mapping[str, Any]] = None) -> str:
   """Writes `model` (spec, hyperparameters, variables) to `export_dir`.
 
+  `provenance` (JSON-able) goes into spec.json as is: what the model was
+  trained on (i2a.pretrain: the dataset's fingerprint and protocol).
   Atomic: written into a temporary sibling directory, then renamed; an
   existing export at `export_dir` is replaced, anything else there is
   refused. Returns the absolute export directory.
@@ -153,6 +168,8 @@ def export(model: base.EnvModel, export_dir: str) -> str:
                        # What the exporting (pretraining) process computed in.
                        "precision": precision.current()},
   }
+  if provenance is not None:
+    spec_json["provenance"] = _plain(provenance)
   try:
     spec_text = json.dumps(spec_json, indent=2, sort_keys=True)
   except (TypeError, ValueError) as e:
@@ -232,7 +249,78 @@ def _load_spec_json(export_dir: str) -> Dict[str, Any]:
     if not isinstance(data.get(key), kind):
       raise ExportError(f"{path!r} is corrupt: field {key!r} must be a JSON "
                         f"object, found {data.get(key)!r}.")
+  spec_version = data["spec"].get("version", version)
+  if (not isinstance(spec_version, int) or isinstance(spec_version, bool)
+      or spec_version not in READABLE_VERSIONS):
+    raise ExportError(f"{path!r} is corrupt: spec.version must be one of "
+                      f"the format versions {list(READABLE_VERSIONS)}, found "
+                      f"{spec_version!r}.")
   return data
+
+
+def read_spec(export_dir: str) -> Dict[str, Any]:
+  """The checked spec.json of an export (ExportError saying what is wrong);
+  reads no variables."""
+  return _load_spec_json(os.fspath(export_dir))
+
+
+def provenance(export_dir: str) -> Dict[str, Any]:
+  """What the export records it was trained on; {} for exports written
+  without it (before provenance existed): unknown."""
+  recorded = read_spec(export_dir).get("provenance")
+  return dict(recorded) if isinstance(recorded, dict) else {}
+
+
+def fingerprint(export_dir: str) -> str:
+  """The identity of an export: sha256 of its spec.json (parsed, as
+  canonical JSON: whitespace does not count) and of each file under
+  variables/ (names and bytes). Equal fingerprints: the same model, weight
+  for weight. Works for exports of every format version."""
+  export_dir = os.fspath(export_dir)
+  data = read_spec(export_dir)
+  digest = hashlib.sha256()
+  digest.update(json.dumps(data, sort_keys=True,
+                           separators=(",", ":")).encode("utf-8"))
+  variables_dir = os.path.dirname(
+      os.path.join(export_dir, data.get("variables", VARIABLES_PREFIX)))
+  names = (sorted(os.listdir(variables_dir))
+           if os.path.isdir(variables_dir) else [])
+  for name in names:
+    digest.update(b"\0" + name.encode("utf-8") + b"\0")
+    with open(os.path.join(variables_dir, name), "rb") as f:
+      for block in iter(lambda: f.read(1 << 22), b""):
+        digest.update(block)
+  return digest.hexdigest()
+
+
+def _variable_mismatch(prefix: str, model: base.EnvModel) -> str:
+  """A short account of how the checkpoint at `prefix` differs from
+  `model`'s variables: counts, a few names, and the top-level scopes (the
+  kinds' module names) on each side."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    stored = {attribute.full_name for node in graph.nodes
+              for attribute in node.attributes
+              if attribute.name == "VARIABLE_VALUE"}
+  except Exception:  # pylint: disable=broad-except
+    return "the checkpoint's variable names cannot be read"
+  expected = {v.name.split(":")[0] for v in model.variables}
+  missing, unexpected = sorted(expected - stored), sorted(stored - expected)
+  scopes = lambda names: sorted({n.split("/")[0] for n in names})  # pylint: disable=unnecessary-lambda-assignment
+  parts = [f"the model built from spec.json has scope(s) "
+           f"{scopes(expected)}, the variables were written by scope(s) "
+           f"{scopes(stored)}"]
+  if missing:
+    parts.append(f"{len(missing)} of its {len(expected)} variables are not "
+                 f"in the checkpoint (e.g. {missing[:2]})")
+  if unexpected:
+    parts.append(f"{len(unexpected)} of the checkpoint's {len(stored)} are "
+                 f"not in the model (e.g. {unexpected[:2]})")
+  if not missing and not unexpected:
+    parts.append("the names agree, the shapes or dtypes do not")
+  return "; ".join(parts)
 
 
 def load(export_dir: str, seed: int = 0) -> base.EnvModel:
@@ -269,14 +357,23 @@ def load(export_dir: str, seed: int = 0) -> base.EnvModel:
           f"cannot rebuild the {spec.kind!r} model of {export_dir!r} from its "
           f"hyperparameters {data['hyperparameters']!r}: {e}") from e
     model.create_variables()
+  status = None
   try:
     status = tf.train.Checkpoint(model=model).read(prefix)
     status.assert_consumed()
   except Exception as e:  # pylint: disable=broad-except
+    if status is not None:
+      status.expect_partial()  # no warning per unrestored variable
+    if isinstance(e, AssertionError):  # read, but not this model's
+      raise ExportError(
+          f"the variables of envmodel export {export_dir!r} do not match "
+          f"its spec.json (kind {spec.kind!r}, expected by spec.json; "
+          f"{_variable_mismatch(prefix, model)}). spec.json and variables/ "
+          "come from different models: export the model again.") from None
     raise ExportError(
         f"the variables of envmodel export {export_dir!r} are corrupt or do "
-        f"not match its spec.json ({type(e).__name__}: {e}); export the "
-        "model again.") from e
+        f"not match its spec.json ({type(e).__name__}: {str(e)[:300]}); "
+        "export the model again.") from e
   snt.allow_empty_variables(model)
   if model.trainable_variables:
     raise ExportError(f"internal error: the model loaded from {export_dir!r} "

@@ -12,12 +12,19 @@ runs with `run(main, __name__)` (its console-script entry calls the same).
   * --print_config: prints the resolved config (file, preset, overrides
     applied) and the binary's flags as JSON and exits 0, writing nothing.
   * --deterministic: `tf.config.experimental.enable_op_determinism()`.
+  * Clear errors: a --config.FIELD override the config does not have, a
+    config file that does not load, and a run the runtime refuses (a
+    ValueError that explains itself: a workdir holding another run, an
+    unusable export or dataset, a protocol mismatch) end in one `error:`
+    paragraph and exit status 1 instead of a traceback (`parse_flags`,
+    `reports_errors`, both applied by `run`).
   * Devices: every GPU gets memory growth (`setup_devices`). (The quiet
     TensorFlow import happens earlier, on `import i2a`: i2a/startup.py.)
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -153,12 +160,16 @@ def DEFINE_config_file(name: str, default: Optional[str],  # pylint: disable=inv
   the default file's presets and keys."""
   if default:
     help_string += describe_config_file(default, name)
+    _CONFIG_FLAGS[name] = default
   flag = config_flags.config_flags._ConfigFlag(  # pylint: disable=protected-access
       parser=_ConfigFileParser(name=name, lock_config=True),
       serializer=flags.ArgumentSerializer(), name=name, default=default,
       help_string=help_string, flag_values=flags.FLAGS)
-  return flags.DEFINE_flag(flag, flags.FLAGS,
-                           module_name=_calling_module_name())
+  try:  # ml_collections applies the command line's overrides right here
+    return flags.DEFINE_flag(flag, flags.FLAGS,
+                             module_name=_calling_module_name())
+  except (AttributeError, KeyError) as e:
+    sys.exit("error: " + _bad_override(sys.argv, e))
 
 
 def require_unless_print_config(holder: flags.FlagHolder) -> None:
@@ -169,6 +180,88 @@ def require_unless_print_config(holder: flags.FlagHolder) -> None:
       lambda values: (values[holder.name] is not None or
                       values[PRINT_CONFIG.name]),
       message=f"--{holder.name} is required (or use --print_config).")
+
+
+# -- Clear errors ----------------------------------------------------------------
+
+# The config flags DEFINE_config_file defined: name -> default FILE[:preset].
+_CONFIG_FLAGS: Dict[str, str] = {}
+
+
+def _config_argument(argv: List[str], name: str) -> str:
+  for arg in argv:
+    match = re.match(rf"^-{{1,2}}{name}=(.*)$", arg)
+    if match:
+      return match.group(1)
+  flag = flags.FLAGS[name]
+  return str(flag.default if isinstance(flag.default, str) else "")
+
+
+def _bad_override(argv: List[str], error: BaseException) -> str:
+  """The clear message for a --config.FIELD override the config lacks."""
+  text = str(error)
+  given = [arg.split("=", 1)[0].lstrip("-") for arg in argv
+           if re.match(r"^-{1,2}(no)?\w+\.", arg)]
+  found = [(g, part) for g in given for part in g.split(".")[1:]
+           if re.search(rf"\b{re.escape(part)}\b", text)]
+  culprits = [g for g, _ in found] or given
+  key = found[0][1] if found else text
+  hint = re.search(r'Did you mean \W*"?(\w+)', text)
+  return (f"unknown config field: {', '.join('--' + c for c in culprits)} "
+          f"names {key!r}, which the config file does not have"
+          + (f" (did you mean {hint.group(1)!r}?)" if hint else "") +
+          ". Check the spelling and the nesting (e.g. "
+          "--config.loss.entropy_coef); --print_config shows every field "
+          "of this config.")
+
+
+def _check_config_flags(argv: List[str]) -> None:
+  """Raises app.UsageError for a config flag whose file did not load."""
+  for name, default in _CONFIG_FLAGS.items():
+    flag = flags.FLAGS[name]
+    try:
+      getattr(flag.value, "to_dict")
+    except (IOError, OSError, ValueError, ImportError, SyntaxError) as e:
+      argument = _config_argument(argv, name)
+      detail = re.sub(r"^Configuration is not available because of an "
+                      r"earlier failure to load: ", "", str(e)).strip()
+      raise app.UsageError(
+          f"--{name}={argument} cannot be loaded: {detail}\nPass a config "
+          "file[:preset] that exists (relative to the current directory, "
+          "or a configs/... path of the installed package), e.g. "
+          f"--{name}={default}.") from None
+
+
+def parse_flags(argv: List[str]) -> List[str]:
+  """absl's flag parsing with clear errors for a --config.FIELD override
+  the config lacks and a config file that does not load, instead of a
+  traceback."""
+  try:
+    remaining = flags.FLAGS(argv)
+  except flags.Error as e:
+    sys.exit(f"error: {e}\nPass --helpfull to list the flags.")
+  except (AttributeError, KeyError) as e:
+    sys.exit("error: " + _bad_override(argv, e))
+  try:
+    _check_config_flags(argv)
+  except app.UsageError as e:
+    sys.exit(f"error: {e}")
+  return remaining
+
+
+def reports_errors(main: Callable[..., Any]) -> Callable[..., Any]:
+  """Wraps a binary's main: a refused run (ValueError: a user mistake the
+  runtime explains, e.g. an ExportError or a workdir that holds another
+  run) exits with status 1 and its message, not a traceback (which goes to
+  the log at debug level)."""
+  @functools.wraps(main)
+  def wrapper(*args, **kwargs):
+    try:
+      return main(*args, **kwargs)
+    except ValueError as e:
+      logging.debug("refused", exc_info=True)
+      sys.exit(f"error: {e}")
+  return wrapper
 
 
 # -- Start-up --------------------------------------------------------------------
@@ -240,4 +333,4 @@ def run(main: Callable[[List[str]], Any], module_name: str) -> None:
       main_module.__doc__ = binary.__doc__
     for flag in flags.FLAGS.get_key_flags_for_module(module_name):
       flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  app.run(main)
+  app.run(reports_errors(main), flags_parser=parse_flags)

@@ -375,15 +375,15 @@ def run(config, workdir: str, reverb_address: str = "") -> dict:
                      f"test seeds [{config.test_seed}, +{config.num_envs}) "
                      "overlap; pick disjoint config.seed and config.test_seed.")
   policy = make_policy(config, protocol)  # refuses a misfit agent up front
-  workdir = runs.prepare_workdir(workdir, config, protocol)
   seq = config.sequence
   sequence = SequenceSpec(seq.context_length, seq.T, seq.jump,
                                      seq.stride)
   server = None
-  if reverb_address:
+  if reverb_address:  # checked before the workdir is written
     client = tables.connect(reverb_address)
     tables.table_signature(client, tables.SEQUENCES)  # KeyError if missing
-  else:
+  workdir = runs.prepare_workdir(workdir, config, protocol)
+  if not reverb_address:
     signature = tables.sequence_signature(protocol.observation_shape,
                                           sequence.length, sequence.jump)
     server = tables.start_server(

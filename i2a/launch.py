@@ -19,7 +19,9 @@ Actors (and the server) run on the CPU: their processes see no GPU
 launcher's devices. --deterministic is passed on to every role.
 
 The learner owns the workdir (config.json, checkpoints/, metrics.csv, ... as
-`python -m i2a.train` writes them) and resumes from it; actors seed their
+`python -m i2a.train` writes them) and resumes from it; on one machine its
+checks (config, export and protocol, workdir) run first, in a `--role=check`
+process, so a refused run writes nothing, not even logs/; actors seed their
 environments from config.seed + rank * config.num_envs. The Reverb server
 listens on all interfaces without authentication: see docs/distributed.md
 ("Security"). Runtime: i2a/launching.py (supervision) and
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 
@@ -37,7 +40,7 @@ from absl import app, flags
 
 from i2a import cli, launching
 
-ROLES = ("", "server", "learner", "actor", "actors")
+ROLES = ("", "server", "learner", "actor", "actors", "check")
 
 _CONFIG = cli.DEFINE_config_file(
     "config", "configs/agents/a2c.py:minipacman",
@@ -46,8 +49,9 @@ _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory (the learner's; logs/ of the launcher).")
 _ROLE = flags.DEFINE_enum(
     "role", "", ROLES, "Run one role alone: server, learner, actor, or "
-    "actors (num_actors supervised actor processes); empty: all of them on "
-    "this machine, supervised.")
+    "actors (num_actors supervised actor processes), check (the learner's "
+    "checks of config, export and workdir; writes nothing); empty: all of "
+    "them on this machine, supervised.")
 _NUM_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actor processes.")
 _REVERB_ADDRESS = flags.DEFINE_string(
     "reverb_address", "", "HOST:PORT of the Reverb server (--role=learner, "
@@ -85,6 +89,15 @@ def _supervise() -> int:
   if role == "actors":
     _require(bool(_REVERB_ADDRESS.value), "--role=actors needs "
              "--reverb_address=HOST:PORT of the server.")
+  if role == "":
+    # Everything the learner checks, checked before the launcher writes
+    # logs/ into the workdir (in a child: the supervisor imports no TF).
+    check = subprocess.run(
+        [sys.executable, "-m", "i2a.launch", "--role=check",
+         f"--workdir={_WORKDIR.value}",
+         *launching.config_arguments(sys.argv[1:])], check=False)
+    if check.returncode:
+      return check.returncode
   launcher = launching.Launcher(
       launching.config_arguments(sys.argv[1:]), _WORKDIR.value,
       num_actors=_NUM_ACTORS.value, port=_PORT.value or None,
@@ -104,6 +117,10 @@ def _run_role() -> int:
   from agents import distributed
   from agents import variables
   role, config = _ROLE.value, _CONFIG.value
+  if role == "check":
+    _require(bool(_WORKDIR.value), "--role=check needs --workdir.")
+    distributed.check_learner(config, _WORKDIR.value)
+    return 0
   launching.die_with_launcher()
   stop = threading.Event()
   if role == "server":

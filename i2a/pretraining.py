@@ -18,6 +18,12 @@ scale is checked against them, and a scale (or `reward_bits`) that cannot
 code them all is refused with a ValueError. The scale used goes into the
 model's hyperparameters (and so into the export) and into config.json as
 `reward_coding.scale`.
+
+The dataset's identity (files.dataset_fingerprint) is recorded in
+WORKDIR/identity.json and, with its protocol, in the export's provenance
+(spec.json): a resume with other data is refused before anything is
+written (i2a/runs.py), and agents check the export's protocol against
+theirs (agents/builder.py, `check_export`).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ LEGACY_VALUES = {"precision": "fp32", "loss.free_nats_per": "step"}
 MAX_NONFINITE_UPDATES = 10
 EXPORT = "export"
 DONE = "pretrain_done.json"  # written after the export is complete
+DATA_IDENTITY = "data"  # the dataset's name in identity.json and provenance
 
 
 def dataset_protocol(data_dir: str) -> environments.Protocol:
@@ -134,12 +141,21 @@ def resolve_reward_scale(config: ml_collections.ConfigDict,
   return scale
 
 
+def export_provenance(data: runs.Identity,
+                      protocol: environments.Protocol) -> Dict[str, Any]:
+  """What an export records it was trained on (spec.json "provenance")."""
+  return {DATA_IDENTITY: data.to_json(), "protocol": protocol.to_json()}
+
+
 class Pretrainer:
   """One pretraining run in `workdir` (resumes what is there)."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str):
     self.config = config
     self.protocol = dataset_protocol(config.data)
+    self.data_identity = runs.Identity(
+        what="dataset", fingerprint=files.dataset_fingerprint(config.data),
+        path=os.path.abspath(config.data), flag="--config.data")
     runs.use_precision(config)
     length = config.context_length + config.T
     logging.info("loading dataset %s", config.data)
@@ -159,7 +175,8 @@ class Pretrainer:
         workdir, record, self.protocol,
         ignore=("train_steps", "log_every", "eval_every", "image_every",
                 "checkpoint_every", "keep_checkpoints", "eval_windows",
-                "data"), legacy=LEGACY_VALUES)
+                "data"), legacy=LEGACY_VALUES,
+        identity={DATA_IDENTITY: self.data_identity})
     self.spec = model_spec(config, self.protocol)
     self.model = envmodels.build(
         self.spec, seed=config.seed,
@@ -363,7 +380,9 @@ class Pretrainer:
     self.log.flush()
     progress.close()
     held_out = self.evaluate()
-    envmodels.export(self.model, self.export_dir)
+    envmodels.export(self.model, self.export_dir,
+                     provenance=export_provenance(self.data_identity,
+                                                  self.protocol))
     io_utils.atomic_write_json(os.path.join(self.workdir, DONE),
                                dict(step=step, export=self.export_dir,
                                     held_out=held_out))

@@ -18,10 +18,19 @@ Every preparation also appends this invocation to `run_info.json`
 code (and whether the checkout had uncommitted changes), the command line,
 host, CPU flags, GPUs, the resolved precision and the start time; earlier
 invocations (resumes) are kept.
+
+A run also records what it ran on in `identity.json`: the fingerprint of
+its dataset (pretraining) or of its envmodel export (agents, the planner).
+A resume with other data or another export is refused naming both
+fingerprints; a workdir made before identities were recorded gains its
+record on the first resume (the same legacy path as config fields). Every
+check (config, protocol, identity) runs before the first byte is written,
+so a refused run leaves the workdir as it was (README.md, "Guarantees").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
@@ -45,6 +54,7 @@ PRECISION = "precision.json"
 # Config fields that change how fast a run computes, never what: a resumed
 # run may change them (and configs made before them resume as they are).
 COMPUTE_ONLY = ("threads",)
+IDENTITY = "identity.json"
 RUN_INFO = "run_info.json"
 # The distributions whose versions run_info.json records (python too).
 STACK = ("tensorflow", "tensorflow-probability", "dm-sonnet", "dm-reverb",
@@ -53,6 +63,27 @@ STACK = ("tensorflow", "tensorflow-probability", "dm-sonnet", "dm-reverb",
 CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 # The checkout the code runs from, if it is one.
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+  """What a run ran on, by content: recorded in WORKDIR/identity.json.
+
+  Attributes:
+    what: a human name, e.g. 'dataset' or 'envmodel export'.
+    fingerprint: a content hash (files.dataset_fingerprint,
+      envmodels.fingerprint).
+    path: where it was read from (informative: a moved copy has the same
+      fingerprint and resumes).
+    flag: the command-line flag that names it, e.g. '--config.data'.
+  """
+  what: str
+  fingerprint: str
+  path: str
+  flag: str
+
+  def to_json(self) -> Dict[str, str]:
+    return dataclasses.asdict(self)
 
 
 def protocol_from_config(config: ml_collections.ConfigDict) -> Protocol:
@@ -90,18 +121,53 @@ def config_differences(old: Dict[str, Any], new: Dict[str, Any],
 def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     protocol: Optional[Protocol],
                     ignore: Iterable[str] = (),
-                    legacy: Optional[Mapping[str, Any]] = None) -> str:
-  """Creates/validates `workdir`, writes config.json and protocol.json.
-
+                    legacy: Optional[Mapping[str, Any]] = None,
+                    identity: Optional[Mapping[str, Identity]] = None) -> str:
+  """Creates/validates `workdir`, writes config.json, protocol.json and
+  identity.json once `check_workdir` passes (nothing is written before).
   Removes the stale temporaries of killed runs first
-  (io_utils.remove_stale_temporaries).
+  (io_utils.remove_stale_temporaries) and appends this invocation to
+  run_info.json (`record_run_info`). Returns the absolute workdir."""
+  identities = check_workdir(workdir, config, protocol, ignore, legacy,
+                             identity)
+  workdir = io_utils.ensure_writable_dir(workdir)
+  io_utils.remove_stale_temporaries(workdir)  # a killed run's half-writes
+  config_dict = config.to_dict()
+  io_utils.atomic_write_json(os.path.join(workdir, CONFIG),
+                             _jsonable(config_dict))
+  if "precision" in config:  # what it means on this machine (use_precision)
+    io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
+        requested=config.precision, resolved=precision.current(),
+        cpu_has_bf16=precision.cpu_has_bf16(),
+        **precision.threads_record(config.get("threads",
+                                              precision.THREADS_AUTO))))
+  if protocol is not None:
+    io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
+                               protocol.to_json())
+  if identity:
+    io_utils.atomic_write_json(os.path.join(workdir, IDENTITY), identities)
+  record_run_info(workdir)
+  return workdir
+
+
+def check_workdir(workdir: str, config: ml_collections.ConfigDict,
+                  protocol: Optional[Protocol],
+                  ignore: Iterable[str] = (),
+                  legacy: Optional[Mapping[str, Any]] = None,
+                  identity: Optional[Mapping[str, Identity]] = None
+                  ) -> Dict[str, Any]:
+  """Checks that a run of `config` may start or resume in `workdir`;
+  writes nothing (the workdir need not exist). Returns the identity.json
+  record to write.
 
   Raises ValueError when the workdir holds a run whose config differs
   (outside `ignore`d fields such as budgets that may grow on resume, and
-  fields added since that the new config sets to their `legacy` value).
+  fields added since that the new config sets to their `legacy` value),
+  whose protocol.json differs from `protocol`, or whose identity.json
+  records another fingerprint for a name in `identity` (names it does not
+  record yet, e.g. in a workdir made before identities, are added).
   """
-  workdir = io_utils.ensure_writable_dir(workdir)
-  io_utils.remove_stale_temporaries(workdir)  # a killed run's half-writes
+  workdir = os.path.abspath(os.path.expanduser(workdir))
   config_dict = config.to_dict()
   path = os.path.join(workdir, CONFIG)
   traces = [name for name in (PROTOCOL, "checkpoints", "metrics.csv")
@@ -132,18 +198,77 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                               tuple(ignore) + COMPUTE_ONLY, legacy)
     if diff:
       raise ValueError(_difference_message(workdir, diff, legacy))
-  io_utils.atomic_write_json(path, _jsonable(config_dict))
-  if "precision" in config:  # what it means on this machine (use_precision)
-    io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
-        requested=config.precision, resolved=precision.current(),
-        cpu_has_bf16=precision.cpu_has_bf16(),
-        **precision.threads_record(config.get("threads",
-                                              precision.THREADS_AUTO))))
-  if protocol is not None:
-    io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
-                               protocol.to_json())
-  record_run_info(workdir)
-  return workdir
+  identities = check_identity(workdir, dict(identity or {}))
+  check_protocol_file(workdir, protocol)
+  return identities
+
+
+def _read_record(path: str, what: str) -> Any:
+  try:
+    return io_utils.read_json(path)
+  except (ValueError, OSError) as e:
+    raise ValueError(
+        f"{path} is unreadable ({e}), so this workdir's {what} cannot be "
+        "checked. Restore the file, or use another --workdir / delete this "
+        "one to start over.") from e
+
+
+def check_protocol_file(workdir: str, protocol: Optional[Protocol]) -> None:
+  """ValueError if WORKDIR/protocol.json records another protocol than
+  `protocol` (a resume would step other environments). Writes nothing."""
+  path = os.path.join(workdir, PROTOCOL)
+  if protocol is None or not os.path.exists(path):
+    return
+  recorded = _read_record(path, "protocol")
+  try:
+    previous = Protocol.from_json(recorded)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"{path} holds no valid protocol ({e}); restore it or "
+                     "use another --workdir.") from e
+  diff = previous.differences(protocol)
+  if diff:
+    lines = "\n".join(f"  protocol.{key}: {old!r} -> {new!r}"
+                      for key, (old, new) in diff.items())
+    raise ValueError(
+        f"workdir {workdir} holds a run under another protocol "
+        f"({PROTOCOL}); resuming would mix two experiments:\n{lines}\n"
+        "Use another --workdir, or pass the data/config of the original "
+        "run.")
+
+
+def check_identity(workdir: str, identity: Mapping[str, Identity],
+                   recording: bool = True) -> Dict[str, Any]:
+  """The identity.json record with `identity` merged in; ValueError naming
+  both fingerprints if the workdir recorded another one for a name. A name
+  not recorded yet (a workdir made before identity.json) is added: the
+  legacy path (`recording`: the caller writes the result). Writes
+  nothing."""
+  path = os.path.join(workdir, IDENTITY)
+  recorded: Dict[str, Any] = {}
+  if os.path.exists(path):
+    recorded = _read_record(path, "identity (what the run ran on)")
+    if not isinstance(recorded, dict):
+      raise ValueError(f"{path} holds {type(recorded).__name__}, not an "
+                       "identity record; restore it or use another "
+                       "--workdir.")
+  merged = dict(recorded)
+  for name, new in identity.items():
+    old = recorded.get(name)
+    if isinstance(old, dict) and old.get("fingerprint") != new.fingerprint:
+      raise ValueError(
+          f"workdir {workdir} ran on another {new.what}: it recorded "
+          f"fingerprint {old.get('fingerprint')} ({old.get('path')}), "
+          f"{new.flag}={new.path} has fingerprint {new.fingerprint}. "
+          f"Resuming would mix two experiments. Use a new --workdir for "
+          f"this {new.what}, or restore the original {new.what} "
+          f"({old.get('path')}) and pass it again.")
+    if (recording and old is None and
+        os.path.exists(os.path.join(workdir, CONFIG))):
+      logging.warning("workdir %s was made before %s recorded identities: "
+                      "recording the %s fingerprint %s of %s now.", workdir,
+                      IDENTITY, new.what, new.fingerprint, new.path)
+    merged[name] = new.to_json()
+  return merged
 
 
 def checkpoint_damage(path: str) -> Optional[str]:
@@ -266,3 +391,4 @@ def _jsonable(data: Any) -> Any:
   if isinstance(data, (list, tuple)):
     return [_jsonable(v) for v in data]
   return data
+

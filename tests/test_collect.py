@@ -46,6 +46,36 @@ def test_collect_skips_finished_splits_on_a_rerun(tmp_path):
   assert os.stat(manifest).st_mtime_ns == before
 
 
+def test_an_unknown_environment_id_is_refused_before_anything_is_written(
+    tmp_path):
+  config = _tiny()
+  config.protocol.env_id = "MiniPacman-nope-v0"
+  with pytest.raises(ValueError, match=r"unknown environment id "
+                     r"'MiniPacman-nope-v0'.*MiniPacman-avoid-v0"):
+    collection.run(config, str(tmp_path / "run"))
+  assert not os.path.exists(tmp_path / "run" / "config.json")
+  # The corrected rerun in the same workdir is not refused.
+  manifests = collection.run(_tiny(), str(tmp_path / "run"))
+  assert manifests["train"]["protocol"]["env_id"] == "MiniPacman-avoid-v0"
+
+
+def test_the_dataset_fingerprint_identifies_protocol_and_episodes(tmp_path):
+  collection.run(_tiny(), str(tmp_path / "a"))
+  fingerprint = files.dataset_fingerprint(str(tmp_path / "a" / "dataset"))
+  assert len(fingerprint) == 64
+  # A moved copy keeps its identity.
+  os.rename(tmp_path / "a", tmp_path / "moved")
+  assert files.dataset_fingerprint(
+      str(tmp_path / "moved" / "dataset")) == fingerprint
+  config = _tiny()
+  config.seed, config.test_seed = 7, 2_000_000  # other episodes
+  collection.run(config, str(tmp_path / "b"))
+  assert files.dataset_fingerprint(
+      str(tmp_path / "b" / "dataset")) != fingerprint
+  with pytest.raises(files.DatasetError, match="does not exist"):
+    files.dataset_fingerprint(str(tmp_path / "none"))
+
+
 def test_a_workdir_with_another_config_is_refused(tmp_path):
   collection.run(_tiny(), str(tmp_path))
   config = _tiny()
@@ -74,6 +104,7 @@ def test_an_unreachable_reverb_address_is_refused_before_collecting(tmp_path):
   with pytest.raises(ConnectionError, match="no Reverb server answered"):
     collection.run(_tiny(), str(tmp_path), reverb_address="localhost:1")
   assert not os.path.exists(tmp_path / "dataset")
+  assert not os.path.exists(tmp_path / "config.json")  # checked first
 
 
 def test_overlapping_train_and_test_seeds_are_refused(tmp_path):
@@ -252,6 +283,7 @@ def test_epsilon_mixes_uniform_random_actions_into_the_policy():
 def test_an_agent_under_another_protocol_is_refused_before_writing(
     agent_run, tmp_path):
   config = _tiny()  # MiniPacman-regular, 1000 frames; the agent: avoid, 12
+  config.protocol.env_id = "MiniPacman-regular-v0"
   config.policy = f"checkpoint:{agent_run}"
   with pytest.raises(
       ValueError,

@@ -430,3 +430,22 @@ def test_no_child_outlives_a_launcher_killed_with_sigkill(tmp_path):
   _wait_for(lambda: not _descendants_of_launcher(launch.pid), 60,
             "the children to exit", output)
   assert _latest_checkpoint_step(workdir) == _stopped_step(workdir)
+
+
+def test_a_refused_launch_writes_nothing_into_the_workdir(tmp_path):
+  """The learner's checks run (--role=check) before the launcher writes
+  logs/: a workdir holding another run is refused and left as it was."""
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  (workdir / "config.json").write_text('{"agent": "another run"}')
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+  result = subprocess.run(
+      [sys.executable, "-m", "i2a.launch",
+       "--config=configs/agents/a2c.py:tiny", f"--workdir={workdir}",
+       "--num_actors=1"], cwd=ROOT, env=env, capture_output=True, text=True,
+      timeout=300, check=False)
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert "error: workdir" in result.stderr
+  assert "holds a run with a different config" in result.stderr
+  assert sorted(os.listdir(workdir)) == ["config.json"]

@@ -10,22 +10,32 @@ import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
 from envmodels import reward_coding
-from i2a import collection, io_utils, pictures, pretraining, runs
+from i2a import (collection, environments, io_utils, pictures, pretraining,
+                 runs)
 from i2a.metrics import read_column, read_summaries
 from i2a.replay import cache, datasets, files
 
 
+def _collect(workdir, **protocol):
+  """A tiny dataset of MiniPacman 'regular' (whole-number rewards, what the
+  reward coding tests below need), protocol fields overridden."""
+  config = collect_config.get_config("tiny")
+  config.protocol.env_id = "MiniPacman-regular-v0"
+  config.protocol.update(protocol)
+  collection.run(config, str(workdir))
+  return str(workdir / "dataset")
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-  workdir = tmp_path_factory.mktemp("collect")
-  collection.run(collect_config.get_config("tiny"), str(workdir))
-  return str(workdir / "dataset")
+  return _collect(tmp_path_factory.mktemp("collect"))
 
 
 def _config(dataset, steps):
   config = dssm_det.get_config("tiny")
   config.data = dataset
   config.train_steps = steps
+  config.model.reward_bits = 4  # 'regular' pays 1, 2 or 5
   return config
 
 
@@ -242,3 +252,39 @@ def test_no_intact_checkpoint_is_refused_with_what_to_do(dataset, tmp_path):
     f.write(b"not a checkpoint index")
   with pytest.raises(ValueError, match="no intact checkpoint.*delete the"):
     pretraining.Pretrainer(config, workdir).restore()
+
+
+# -- Identity: the dataset's fingerprint ---------------------------------------
+
+def test_the_dataset_fingerprint_goes_into_identity_json_and_the_export(
+    trained_run, dataset):
+  workdir, _, _ = trained_run
+  fingerprint = files.dataset_fingerprint(dataset)
+  identity = io_utils.read_json(os.path.join(workdir, runs.IDENTITY))
+  assert identity["data"]["fingerprint"] == fingerprint
+  assert identity["data"]["path"] == os.path.abspath(dataset)
+  provenance = envmodels.provenance(os.path.join(workdir, "export"))
+  assert provenance["data"]["fingerprint"] == fingerprint
+  assert environments.Protocol.from_json(
+      provenance["protocol"]) == pretraining.dataset_protocol(dataset)
+
+
+def test_a_finished_run_with_another_dataset_is_refused_before_writing(
+    trained_run, dataset, tmp_path):
+  """A finished 16x24 run, resumed with a 24x32 dataset: refused naming
+  both fingerprints; config.json, protocol.json and identity.json stay."""
+  workdir, _, _ = trained_run
+  other = _collect(tmp_path / "collect", observation_size=(24, 32))
+  records = (runs.CONFIG, runs.PROTOCOL, runs.IDENTITY)
+  before = {name: open(os.path.join(workdir, name), "rb").read()
+            for name in records}
+  with pytest.raises(ValueError) as refused:
+    pretraining.run(_config(other, 12), workdir)
+  message = str(refused.value)
+  assert files.dataset_fingerprint(dataset) in message
+  assert files.dataset_fingerprint(other) in message
+  assert "Use a new --workdir for this dataset" in message
+  for name in records:
+    assert open(os.path.join(workdir, name), "rb").read() == before[name]
+  # The original data (moved: same fingerprint) still resumes the run.
+  assert pretraining.run(_config(dataset, 12), workdir) is not None

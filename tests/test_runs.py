@@ -4,13 +4,17 @@ reproduces the old runs."""
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from agents import training
 from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
-from i2a import runs
+from i2a import environments, runs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _old_workdir(tmp_path, config, *removed):
@@ -91,3 +95,131 @@ def test_a_rerun_removes_the_temporaries_a_killed_run_left(tmp_path):
   runs.prepare_workdir(workdir, config, None)
   assert not os.path.exists(left)
   assert not [name for name in os.listdir(workdir) if name.startswith(".")]
+
+
+# -- Identity (identity.json) and checks before writes -------------------------
+
+def _identity(fingerprint, path="/data/a"):
+  return {"data": runs.Identity(what="dataset", fingerprint=fingerprint,
+                                path=path, flag="--config.data")}
+
+
+def _snapshot(workdir):
+  return {p.name: p.read_bytes() for p in sorted(workdir.iterdir())}
+
+
+def test_a_resume_on_other_data_is_refused_naming_both_fingerprints(tmp_path):
+  config = a2c_config.get_config("tiny")
+  runs.prepare_workdir(str(tmp_path), config, None,
+                       identity=_identity("aaaa"))
+  record = json.loads((tmp_path / runs.IDENTITY).read_text())
+  assert record["data"] == dict(what="dataset", fingerprint="aaaa",
+                                path="/data/a", flag="--config.data")
+  before = _snapshot(tmp_path)
+  with pytest.raises(ValueError) as refused:
+    runs.prepare_workdir(str(tmp_path), config, None,
+                         identity=_identity("bbbb", "/data/b"))
+  message = str(refused.value)
+  assert "recorded fingerprint aaaa (/data/a)" in message
+  assert "--config.data=/data/b has fingerprint bbbb" in message
+  assert "Use a new --workdir" in message and "restore the original" in message
+  assert _snapshot(tmp_path) == before  # nothing rewritten
+  # The same data moved elsewhere (same fingerprint) resumes.
+  runs.prepare_workdir(str(tmp_path), config, None,
+                       identity=_identity("aaaa", "/elsewhere"))
+
+
+def test_a_workdir_made_before_identities_records_them_on_resume(tmp_path):
+  config = a2c_config.get_config("tiny")
+  runs.prepare_workdir(str(tmp_path), config, None)  # an older run
+  assert not (tmp_path / runs.IDENTITY).exists()
+  runs.prepare_workdir(str(tmp_path), config, None,
+                       identity=_identity("cccc"))
+  record = json.loads((tmp_path / runs.IDENTITY).read_text())
+  assert record["data"]["fingerprint"] == "cccc"
+  with pytest.raises(ValueError, match="recorded fingerprint cccc"):
+    runs.check_workdir(str(tmp_path), config, None,
+                       identity=_identity("dddd"))
+
+
+def test_another_protocol_in_protocol_json_is_refused_before_writing(
+    tmp_path):
+  config = a2c_config.get_config("tiny")
+  protocol = runs.protocol_from_config(config)
+  runs.prepare_workdir(str(tmp_path), config, protocol)
+  before = _snapshot(tmp_path)
+  other = environments.preset("minipacman", observation_size=(24, 32))
+  with pytest.raises(ValueError) as refused:
+    runs.prepare_workdir(str(tmp_path), config, other)
+  message = str(refused.value)
+  assert "another protocol" in message
+  assert "protocol.observation_size: (16, 24) -> (24, 32)" in message
+  assert _snapshot(tmp_path) == before
+
+
+def test_check_workdir_writes_nothing(tmp_path):
+  workdir = tmp_path / "new"
+  identity = runs.check_workdir(str(workdir), a2c_config.get_config("tiny"),
+                                None, identity=_identity("eeee"))
+  assert identity["data"]["fingerprint"] == "eeee"
+  assert not workdir.exists()
+
+
+def test_protocol_model_differences_leave_out_episode_bounds():
+  ours = environments.preset("minipacman", max_episode_frames=12, noop_max=3)
+  theirs = environments.preset("minipacman", env_id="MiniPacman-avoid-v0")
+  assert ours.model_differences(theirs) == {
+      "env_id": ("MiniPacman-regular-v0", "MiniPacman-avoid-v0")}
+  assert set(ours.differences(theirs)) == {"env_id", "max_episode_frames",
+                                           "noop_max"}
+
+
+# -- The binaries' command line (i2a/cli.py) -----------------------------------
+
+_BINARY = """
+from absl import app
+from i2a import cli
+_CONFIG = cli.define_config_file("config", "configs/collect.py:tiny", "")
+def main(argv):
+  if _CONFIG.value.num_envs < 0:
+    raise ValueError("num_envs must be >= 0: a refused run")
+  print("ok", _CONFIG.value.num_envs)
+app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)
+"""
+
+
+def _binary(tmp_path, *args):
+  script = tmp_path / "binary.py"
+  script.write_text(_BINARY)
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  return subprocess.run([sys.executable, str(script), *args], cwd=ROOT,
+                        env=env, capture_output=True, text=True, timeout=120,
+                        check=False)
+
+
+def test_an_unknown_config_override_is_a_clear_error_not_a_traceback(
+    tmp_path):
+  result = _binary(tmp_path, "--config.protocol.envid=x")
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  assert ("error: unknown config field: --config.protocol.envid names "
+          "'envid'") in result.stderr
+  assert "--print_config shows every field" in result.stderr
+  assert _binary(tmp_path, "--config.num_envs=3").stdout.strip() == "ok 3"
+
+
+def test_a_missing_config_file_is_a_clear_error_not_a_traceback(tmp_path):
+  result = _binary(tmp_path, "--config=configs/nope.py:tiny")
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  assert ("error: --config=configs/nope.py:tiny cannot be loaded"
+          in result.stderr)
+  assert "No such file or directory" in result.stderr
+  assert "Pass a config file[:preset] that exists" in result.stderr
+
+
+def test_a_refused_run_exits_with_its_message_not_a_traceback(tmp_path):
+  result = _binary(tmp_path, "--config.num_envs=-1")
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  assert "error: num_envs must be >= 0: a refused run" in result.stderr

@@ -1,11 +1,14 @@
 """The runtime of `python -m i2a.plan`: evaluate the MPC planner on episodes.
 
 Data flow: config.envmodel names a frozen export (`python -m i2a.pretrain`'s
-WORKDIR/export) or 'oracle' (the emulator). The protocol is the one the
-export was trained under (protocol.json of the pretrain workdir, next to
-the export) when it is there, else config.protocol; the model's spec must
-fit the protocol's environment (observation shape, action count) or the
-run is refused before anything is written or stepped. Then `num_envs`
+WORKDIR/export) or 'oracle' (the emulator). Episodes are played under
+config.protocol; the protocol the export was trained under (its
+provenance, or protocol.json of the pretrain workdir next to it) must agree
+with it (agents/builder.py, `check_export`; config.allow_protocol_mismatch
+for a deliberate transfer), the model's spec must fit the environment
+(observation shape, action count), and a rerun in the workdir must use the
+same export (identity.json): all refused before anything is written or
+stepped. Then `num_envs`
 environments play `episodes` episodes (episode i seeded EPISODE_SEED +
 seed + i; each environment takes the next episode when its own ends), the
 planner choosing the actions of all running environments in one batch
@@ -13,11 +16,12 @@ every model step (c primitive steps for a jumpy model). `config.policy =
 'random'` plays the uniform random policy instead, on the same seeds: the
 baseline.
 
-Writes WORKDIR/{config.json, protocol.json} and WORKDIR/eval/scores.json
-(returns, lengths, mean, std, planning time per env step, env steps/s,
-the model spec and planner settings), eval/episode_000.gif (the first
-episode) and eval/episode_000.png (a strip of its frames); prints a
-progress line (env steps, env steps/s, ETA) while it runs.
+Writes WORKDIR/{config.json, protocol.json, identity.json} and
+WORKDIR/eval/scores.json (returns, lengths, mean, std, planning time per
+env step, env steps/s, the model spec and planner settings),
+eval/episode_000.gif (the first episode) and eval/episode_000.png (a strip
+of its frames); prints a progress line (env steps, env steps/s, ETA) while
+it runs.
 """
 
 from __future__ import annotations
@@ -48,19 +52,23 @@ STRIP_FRAMES = 12
 # Settings that change nothing about the experiment: a rerun in the same
 # workdir may change them.
 RERUNNABLE_FIELDS = ("episodes", "video_frames", "num_envs")
+# Fields added since runs were first made, with their old meaning.
+LEGACY_VALUES = {"allow_protocol_mismatch": False}
 
 
-def resolve_protocol(config: ml_collections.ConfigDict
-                     ) -> Tuple[environments.Protocol, str]:
-  """(protocol, where it came from): the pretrain workdir's protocol.json
-  next to config.envmodel when there is one, else config.protocol."""
+def check_export(config: ml_collections.ConfigDict,
+                 protocol: environments.Protocol
+                 ) -> Tuple[Dict[str, runs.Identity], str]:
+  """(the workdir's identity record, where the export's protocol was read:
+  'config' when there is no export): config.envmodel's protocol checked
+  against `protocol` (builder.check_export). Writes nothing."""
   export_dir = config.envmodel
-  if export_dir and export_dir != ORACLE:
-    path = os.path.join(os.path.dirname(os.path.abspath(export_dir)),
-                        runs.PROTOCOL)
-    if os.path.exists(path):
-      return environments.Protocol.load(path), path
-  return runs.protocol_from_config(config), "config"
+  if (config.policy != "cem" or not export_dir or export_dir == ORACLE or
+      not os.path.isdir(export_dir)):  # load_model says what is missing
+    return {}, "config"
+  identity = builder.check_export(config, protocol)
+  _, source = builder.export_protocol(export_dir)
+  return {builder.ENVMODEL_IDENTITY: identity}, source or "config"
 
 
 def load_model(config: ml_collections.ConfigDict,
@@ -252,11 +260,13 @@ def write_video(out_dir: str, frames: List[np.ndarray]) -> Tuple[str, str]:
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, Any]:
   """Evaluates config.policy for config.episodes episodes; writes eval/."""
-  protocol, protocol_source = resolve_protocol(config)
+  protocol = runs.protocol_from_config(config)
+  identity, protocol_source = check_export(config, protocol)
   runs.use_precision(config)
   policy = make_policy(config, protocol)  # refuses a misfit model up front
   workdir = runs.prepare_workdir(workdir, config, protocol,
-                                 ignore=RERUNNABLE_FIELDS)
+                                 ignore=RERUNNABLE_FIELDS,
+                                 legacy=LEGACY_VALUES, identity=identity)
   model = getattr(policy, "model", None)
   label = (f"plan {model.spec.kind}" if model is not None else
            f"plan {config.policy}")

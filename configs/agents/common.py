@@ -44,6 +44,10 @@ def make_config(agent: str, preset: str,
   # An environment model export (`python -m i2a.pretrain`, WORKDIR/export):
   # '' for model-free agents; I2A configs require one.
   config.envmodel = ""
+  # The export's protocol (recorded by i2a.pretrain) must agree with
+  # config.protocol on what the model sees (Protocol.MODEL_FIELDS); True
+  # runs it under another protocol on purpose (a transfer experiment).
+  config.allow_protocol_mismatch = False
   config.context_length = 1  # frames per observation window (oldest first)
   # Actor: num_envs environments, unrolls of unroll_length steps each.
   config.num_envs = 16

@@ -9,9 +9,9 @@
 
 Presets: tiny (tests: MiniPacman-avoid, 16-frame episodes, tiny CEM),
 minipacman (MiniPacman-avoid-v0, the default), small (MsPacman 104x80; the
-oracle plans in jumps of 3). The protocol is read from the export's
-pretrain workdir (protocol.json) when there is one; config.protocol is used
-otherwise (the oracle, the random policy, a bare export). Planner fields
+oracle plans in jumps of 3). Episodes are played under config.protocol; an
+export trained under another protocol (its provenance, or protocol.json of
+its pretrain workdir) is refused unless config.allow_protocol_mismatch. Planner fields
 (config.planner) are agents.planning.PlannerConfig's, with its defaults:
 horizon, population, iterations, num_elites, smoothing, discount,
 num_samples, select. See docs/planning.md.
@@ -38,6 +38,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.policy = "cem"  # 'cem' (the planner) or 'random' (the baseline)
   # An export of `python -m i2a.pretrain` (WORKDIR/export), or 'oracle'.
   config.envmodel = ""
+  # True plans with an export trained under another protocol than
+  # config.protocol (agents/builder.py, check_export).
+  config.allow_protocol_mismatch = False
   config.oracle_jump = 1  # c of the oracle's model steps
   config.seed = 0  # CEM sampling, model noise, episode seeds
   config.precision = "auto"  # envmodels/precision.py (tiny: fp32)

@@ -70,8 +70,10 @@ def make_config(kind: str, preset: str, config_file: str,
   config.keep_checkpoints = 3
   if preset == "tiny":
     config.precision = "fp32"  # tests compare exact numbers
+    # 8 bits code MiniPacman-avoid's rewards (0.1 per food, -20 when
+    # caught) at the derived scale 10, as in the minipacman preset.
     config.model.update(state_channels=8, hidden_channels=8,
-                        encoder_channels=8, reward_bits=4)
+                        encoder_channels=8, reward_bits=8)
     if "latent_channels" in config.model:
       config.model.latent_channels = 4
     config.context_length, config.T, config.jump = 3, 3, 1

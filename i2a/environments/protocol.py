@@ -31,6 +31,13 @@ RESIZE_MODES = ("area", "nearest", "pad")
 # The paper's 5-action MS_PACMAN set (Buesing et al. 2018, Sec. 4).
 PAPER_ACTIONS = ("NOOP", "UP", "RIGHT", "LEFT", "DOWN")
 MINIPACMAN_PREFIX = "MiniPacman-"
+# The fields that change the transitions an environment model learns (what
+# it sees, which actions, which rewards and ends): an export and an agent
+# must agree on them. The others (noop_max, max_episode_frames) only change
+# where episodes start and how long they may run.
+MODEL_FIELDS = ("env_id", "action_repeat", "sticky_action_prob", "action_set",
+                "life_loss_terminal", "clip_rewards", "crop",
+                "observation_size", "resize", "grayscale", "max_pool_frames")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +146,13 @@ class Protocol:
     mine, theirs = self.to_json(), other.to_json()
     return {name: (mine[name], theirs[name]) for name in mine
             if mine[name] != theirs[name]}
+
+  def model_differences(self, other: "Protocol"
+                        ) -> Dict[str, Tuple[Any, Any]]:
+    """`differences` restricted to MODEL_FIELDS: where a model trained
+    under one protocol would see other transitions under the other."""
+    return {name: values for name, values in self.differences(other).items()
+            if name in MODEL_FIELDS}
 
   def to_json(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)

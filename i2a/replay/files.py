@@ -20,6 +20,7 @@ shard unpacked once into an uncompressed, memory-mapped file.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -243,3 +244,19 @@ def load_episodes(path: str, verify: bool = True) -> List[Episode]:
 
 def split_path(dataset_dir: str, split: str) -> str:
   return os.path.join(dataset_dir, split)
+
+
+def dataset_fingerprint(dataset_dir: str) -> str:
+  """The identity of a dataset: sha256 of its protocol and both splits'
+  manifests (which hold every shard's sha256), as canonical JSON.
+
+  Two directories with the same fingerprint hold the same episodes under
+  the same protocol; a copied or moved dataset keeps its fingerprint.
+  Pretraining records it in its workdir and its export (README.md,
+  "Guarantees"). Raises DatasetError for a split that cannot be read.
+  """
+  manifests = {split: read_manifest(split_path(dataset_dir, split))
+               for split in ("train", "test")}
+  record = dict(protocol=manifests["train"].get("protocol"), **manifests)
+  text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()

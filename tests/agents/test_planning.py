@@ -351,6 +351,25 @@ def test_a_misfit_export_is_refused_naming_both_specs(tmp_path, change, given):
   assert not workdir.exists()  # refused before anything was written
 
 
+def test_an_export_under_another_protocol_is_refused_before_writing(
+    tmp_path):
+  spec = envmodels.EnvModelSpec(kind="dssm_det",
+                                observation_shape=(16, 24, 3), num_actions=5,
+                                jump=1, context_length=CONTEXT)
+  regular = dataclasses.replace(TINY_PROTOCOL,
+                                env_id="MiniPacman-regular-v0")
+  export_dir = _export(str(tmp_path / "pretrain"), spec, protocol=regular)
+  config = planning_config.get_config("tiny")
+  config.envmodel = export_dir
+  workdir = tmp_path / "plan"
+  with pytest.raises(ValueError, match=r"(?s)another protocol.*"
+                     r"protocol.env_id: 'MiniPacman-regular-v0' \(export\) "
+                     r"vs 'MiniPacman-avoid-v0' \(config\).*"
+                     r"allow_protocol_mismatch=True"):
+    running.run(config, str(workdir))
+  assert not workdir.exists()
+
+
 # -- The public-API-only rule -------------------------------------------------
 
 

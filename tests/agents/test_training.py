@@ -4,6 +4,7 @@ Tiny runs on MiniPacman (configs/agents/a2c.py:tiny): 2 envs x 3-step
 unrolls, one unroll per update, so 6 env steps are one learner step.
 """
 
+import importlib
 import json
 import os
 import shutil
@@ -504,3 +505,119 @@ def test_a_non_finite_network_is_never_checkpointed(tmp_path):
     assert trainer.manager.latest_checkpoint == newest
   finally:
     trainer.close()
+
+
+# -- The export's protocol and identity ----------------------------------------
+
+def _export_under(directory, **protocol_fields):
+  """A tiny export whose provenance records the tiny protocol with
+  `protocol_fields` changed (what i2a.pretrain records)."""
+  protocol = runs.protocol_from_config(_config(1)).to_json()
+  protocol.update(protocol_fields)
+  spec = envmodels.EnvModelSpec(kind="dssm_det", observation_shape=(16, 24, 3),
+                                num_actions=5, jump=1, context_length=3)
+  model = envmodels.build(
+      spec, **envmodels.model_class("dssm_det").tiny_hyperparameters())
+  model.create_variables()
+  return envmodels.export(model, str(directory),
+                          provenance={"protocol": protocol})
+
+
+def test_an_export_under_another_protocol_is_refused_naming_the_fields(
+    tmp_path):
+  export = _export_under(tmp_path / "export", env_id="MiniPacman-regular-v0",
+                         max_episode_frames=1000)
+  config = _config(1, agent=MODEL_BASED, envmodel=export)
+  with pytest.raises(ValueError) as refused:
+    training.run(config, str(tmp_path / "run"))
+  message = str(refused.value)
+  assert ("protocol.env_id: 'MiniPacman-regular-v0' (export) vs "
+          "'MiniPacman-avoid-v0' (config)") in message
+  assert "max_episode_frames" not in message  # episode bounds may differ
+  assert "--config.allow_protocol_mismatch=True" in message
+  assert not os.path.exists(tmp_path / "run" / "config.json")
+  # A deliberate transfer is allowed.
+  config.allow_protocol_mismatch = True
+  identity = builder.check_export(config, runs.protocol_from_config(config))
+  assert identity.fingerprint == envmodels.fingerprint(export)
+
+
+def test_an_export_without_provenance_is_checked_by_its_pretrain_workdir(
+    tmp_path):
+  """Exports written before provenance: protocol.json next to them."""
+  export = _export(tmp_path / "pretrain" / "export")
+  config = _config(1, agent=MODEL_BASED, envmodel=export)
+  protocol = runs.protocol_from_config(config)
+  assert builder.export_protocol(export) == (None, "")  # unknown: accepted
+  builder.check_export(config, protocol)
+  environments.preset("minipacman").save(
+      str(tmp_path / "pretrain" / runs.PROTOCOL))  # 'regular'
+  with pytest.raises(ValueError, match=r"(?s)read from .*protocol.json.*"
+                     r"protocol.env_id: 'MiniPacman-regular-v0'"):
+    builder.check_export(config, protocol)
+
+
+def test_a_resume_with_another_export_is_refused_naming_both_fingerprints(
+    tmp_path):
+  export = _export_under(tmp_path / "export")
+  config = _config(1, agent=MODEL_BASED, envmodel=export)
+  protocol = runs.protocol_from_config(config)
+  workdir = str(tmp_path / "run")
+  # The run so far (what Trainer records before its first step).
+  runs.prepare_workdir(workdir, config, protocol,
+                       ignore=training.RESUMABLE_FIELDS,
+                       legacy=training.LEGACY_VALUES, identity={
+                           builder.ENVMODEL_IDENTITY:
+                               builder.check_export(config, protocol)})
+  first = envmodels.fingerprint(export)
+  identity_json = os.path.join(workdir, runs.IDENTITY)
+  before = open(identity_json, "rb").read()
+  _export_under(tmp_path / "export")  # pretrained again: other weights
+  second = envmodels.fingerprint(export)
+  assert first != second
+  with pytest.raises(ValueError) as refused:
+    training.run(config, workdir)
+  message = str(refused.value)
+  assert f"recorded fingerprint {first}" in message
+  assert f"--config.envmodel={export} has fingerprint {second}" in message
+  assert "Use a new --workdir for this envmodel export" in message
+  assert open(identity_json, "rb").read() == before
+  assert not os.path.exists(os.path.join(workdir, "checkpoints"))
+
+
+def _preset_config(path_and_preset):
+  path, preset = path_and_preset.split(":")
+  module = importlib.import_module(path[:-len(".py")].replace("/", "."))
+  return module.get_config(preset)
+
+
+def _model_differences(collect, agent):
+  return runs.protocol_from_config(_preset_config(collect)).model_differences(
+      runs.protocol_from_config(_preset_config(agent)))
+
+
+@pytest.mark.parametrize("preset", ["tiny", "minipacman", "small", "paper"])
+def test_the_shipped_presets_collect_what_the_agents_play(preset):
+  for agent in ("configs/agents/a2c.py", "configs/agents/i2a.py"):
+    assert _model_differences(f"configs/collect.py:{preset}",
+                              f"{agent}:{preset}") == {}
+  if preset != "paper":
+    assert _model_differences(f"configs/collect.py:{preset}",
+                              f"configs/agents/planning.py:{preset}") == {}
+
+
+@pytest.mark.parametrize("sweep", ["configs/sweeps/i2a_minipacman.py",
+                                   "configs/sweeps/table1_small.py"])
+@pytest.mark.parametrize("preset", ["tiny", ""])
+def test_the_sweep_grids_and_the_demo_collect_what_their_agents_play(
+    sweep, preset):
+  grid = _preset_config(f"{sweep}:{preset}")
+  for collect in grid.collect:
+    for agent in grid.get("train", ()):
+      assert _model_differences(collect["config"], agent["config"]) == {}, (
+          collect["config"], agent["config"])
+  demo = _preset_config(f"configs/demo.py:{preset}")
+  for agent in ("a2c", "i2a"):
+    assert _model_differences(
+        f"configs/collect.py:{demo.collect_preset}",
+        f"configs/agents/{agent}.py:{demo.agent_preset}") == {}

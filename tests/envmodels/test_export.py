@@ -253,3 +253,61 @@ def test_an_export_has_the_usual_permissions_under_the_umask(tmp_path, umask):
   assert files
   for name in files:
     assert os.stat(name).st_mode & 0o777 == 0o666 & ~umask, name
+
+
+# -- Identity: provenance and fingerprint --------------------------------------
+
+def test_provenance_goes_into_spec_json_and_old_exports_have_none(tmp_path,
+                                                                  exported):
+  path = tmp_path / "export"
+  record = {"data": {"fingerprint": "abc"}, "protocol": {"env_id": "X"}}
+  envmodels.export(make_model(), str(path), provenance=record)
+  assert read_spec(path)["provenance"] == record
+  assert envmodels.provenance(path) == record
+  assert "provenance" not in read_spec(exported)
+  assert envmodels.provenance(exported) == {}  # unknown
+
+
+def test_the_fingerprint_is_the_content_of_spec_and_variables(exported,
+                                                               export_copy,
+                                                               tmp_path):
+  fingerprint = envmodels.fingerprint(exported)
+  assert len(fingerprint) == 64
+  assert envmodels.fingerprint(export_copy) == fingerprint  # a copy
+  data = read_spec(export_copy)
+  (export_copy / "spec.json").write_text(json.dumps(data, indent=7))
+  assert envmodels.fingerprint(export_copy) == fingerprint  # whitespace
+  other = tmp_path / "other"
+  envmodels.export(make_model(), str(other))  # same spec, new weights
+  assert envmodels.fingerprint(other) != fingerprint
+  data["hyperparameters"]["note"] = 1
+  write_spec(export_copy, data)
+  assert envmodels.fingerprint(export_copy) != fingerprint
+
+
+@pytest.mark.parametrize("where", ["format_version", "spec.version"])
+def test_a_string_format_version_is_a_clear_export_error(export_copy, where):
+  data = read_spec(export_copy)
+  if where == "format_version":
+    data["format_version"] = "1"
+  else:
+    data["spec"]["version"] = "1"
+  write_spec(export_copy, data)
+  with pytest.raises(envmodels.ExportError,
+                     match=r"is corrupt: .*version must be .* found '1'"):
+    envmodels.load(export_copy)
+
+
+def test_a_kind_mismatch_is_a_short_message_naming_both_kinds(export_copy):
+  other = make_model("dssm_det")
+  data = read_spec(export_copy)  # the variables are an sssm's
+  data["kind"] = data["spec"]["kind"] = "dssm_det"
+  data["hyperparameters"] = json.loads(json.dumps(other.hyperparameters))
+  write_spec(export_copy, data)
+  with pytest.raises(envmodels.ExportError) as error:
+    envmodels.load(export_copy)
+  message = str(error.value)
+  assert len(message) < 1000, len(message)
+  assert "kind 'dssm_det', expected by spec.json" in message
+  assert "the variables were written by scope(s) ['sssm']" in message
+  assert "export the model again" in message
