@@ -161,15 +161,15 @@ def DEFINE_config_file(name: str, default: Optional[str],  # pylint: disable=inv
   if default:
     help_string += describe_config_file(default, name)
     _CONFIG_FLAGS[name] = default
-  flag = config_flags.config_flags._ConfigFlag(  # pylint: disable=protected-access
-      parser=_ConfigFileParser(name=name, lock_config=True),
-      serializer=flags.ArgumentSerializer(), name=name, default=default,
-      help_string=help_string, flag_values=flags.FLAGS)
+  module_name = _calling_module_name()
   try:  # ml_collections applies the command line's overrides right here
-    return flags.DEFINE_flag(flag, flags.FLAGS,
-                             module_name=_calling_module_name())
+    flag = config_flags.config_flags._ConfigFlag(  # pylint: disable=protected-access
+        parser=_ConfigFileParser(name=name, lock_config=True),
+        serializer=flags.ArgumentSerializer(), name=name, default=default,
+        help_string=help_string, flag_values=flags.FLAGS)
   except (AttributeError, KeyError) as e:
     sys.exit("error: " + _bad_override(sys.argv, e))
+  return flags.DEFINE_flag(flag, flags.FLAGS, module_name=module_name)
 
 
 def require_unless_print_config(holder: flags.FlagHolder) -> None:

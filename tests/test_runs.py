@@ -177,14 +177,13 @@ def test_protocol_model_differences_leave_out_episode_bounds():
 # -- The binaries' command line (i2a/cli.py) -----------------------------------
 
 _BINARY = """
-from absl import app
 from i2a import cli
-_CONFIG = cli.define_config_file("config", "configs/collect.py:tiny", "")
+_CONFIG = cli.DEFINE_config_file("config", "configs/collect.py:tiny", "")
 def main(argv):
   if _CONFIG.value.num_envs < 0:
     raise ValueError("num_envs must be >= 0: a refused run")
   print("ok", _CONFIG.value.num_envs)
-app.run(cli.reports_errors(main), flags_parser=cli.parse_flags)
+cli.run(main, __name__)
 """
 
 
@@ -212,10 +211,10 @@ def test_a_missing_config_file_is_a_clear_error_not_a_traceback(tmp_path):
   result = _binary(tmp_path, "--config=configs/nope.py:tiny")
   assert result.returncode == 1
   assert "Traceback" not in result.stderr
-  assert ("error: --config=configs/nope.py:tiny cannot be loaded"
+  assert ("error: flag --config=configs/nope.py:tiny: config file "
+          "'configs/nope.py' not found: neither in the current directory"
           in result.stderr)
-  assert "No such file or directory" in result.stderr
-  assert "Pass a config file[:preset] that exists" in result.stderr
+  assert "Give an existing file" in result.stderr
 
 
 def test_a_refused_run_exits_with_its_message_not_a_traceback(tmp_path):

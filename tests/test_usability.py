@@ -132,7 +132,7 @@ def test_help_is_quiet_and_reads_well(tmp_path):
           in result.stdout)
   words = " ".join(result.stdout.split())  # absl wraps the flag help
   assert "Presets of configs/agents/a2c.py: small, tiny" in words
-  assert "Keys: agent, batch_size," in words
+  assert "Keys: agent, allow_protocol_mismatch, batch_size," in words
   assert "--[no]print_config" in result.stdout
   assert "--[no]deterministic" in result.stdout
 
