@@ -19,6 +19,20 @@ Reported per kind, size and precision:
                                       convolution on the state map at the
                                       same precision and batch (the peak
                                       the hardware reaches on these shapes)
+`--noise` compares ways of drawing the stochastic kinds' keyed normals in
+the same round-robin (the deterministic kinds draw none and run once):
+  table   envmodels/noise.py's `normal` (what the models use)
+  ndtri   the previous implementation: the inverse normal CDF (XLA's
+          `ndtri`) of a 24-bit hashed uniform, fused by XLA
+  free    no draws: each row's noise is one number (its key's parity)
+          broadcast, which costs nothing and keeps the model's work (the
+          ceiling for any noise)
+  zeros   no draws, zeros: mean + std * 0 also lets grappler prune the
+          std's computation, so this is above the attainable
+`--threads` sizes TensorFlow's thread pools for the whole run as the
+binaries' config `threads` does ('auto', 'default' or 'INTRA,INTER';
+envmodels/precision.py): pools are fixed per process, so compare settings
+with one run each (benchmarks/thread_settings.py alternates them).
 Models are untrained (speed does not depend on the weights) and built with
 the `paper` and `small` presets' hyperparameters (configs/envmodels/).
 
@@ -28,12 +42,14 @@ run: their cost (docs/performance.md). The default `on` is what agents run.
 
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
-      [--value-checks on|off|both] [--output FILE]
+      [--value-checks on|off|both] [--noise table,ndtri,free,zeros]
+      [--threads auto] [--output FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import platform
@@ -49,7 +65,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
-from envmodels import base, precision
+from envmodels import base, noise, precision
 from i2a import io_utils
 from i2a.run import pretrain as pretraining
 
@@ -68,6 +84,54 @@ KINDS = {
     "jumpy_sssm": ("configs/envmodels/sssm.py", 3),
 }
 FRAMES = {"paper": (200, 160, 3), "small": (104, 80, 3)}
+STOCHASTIC = ("vae", "dssm_vae", "sssm", "jumpy_sssm")  # draw normals
+NOISE = ("table", "ndtri", "free", "zeros")
+
+
+@tf.function(jit_compile=True)
+def _ndtri_normal(keys: tf.Tensor, shape: tf.Tensor,
+                  counter: int) -> tf.Tensor:
+  return tf.math.ndtri(noise.uniform(keys, shape, counter))
+
+
+def ndtri_normal(keys: tf.Tensor, shape: noise.Shape,
+                 counter: int = 0) -> tf.Tensor:
+  """The keyed normals as drawn before the table (the `ndtri` variant)."""
+  return _ndtri_normal(noise.as_keys(keys), tf.cast(
+      tf.convert_to_tensor(shape), tf.int32), int(counter))
+
+
+def zeros_normal(keys: tf.Tensor, shape: noise.Shape,
+                 counter: int = 0) -> tf.Tensor:
+  del counter
+  return tf.zeros(tf.concat([tf.shape(keys)[:1], tf.cast(
+      tf.convert_to_tensor(shape), tf.int32)], 0))
+
+
+def free_normal(keys: tf.Tensor, shape: noise.Shape,
+                counter: int = 0) -> tf.Tensor:
+  del counter
+  keys = noise.as_keys(keys)
+  shape = tf.cast(tf.convert_to_tensor(shape), tf.int32)
+  parity = tf.cast(tf.bitwise.bitwise_and(keys[:, 0], noise._u32(1)),  # pylint: disable=protected-access
+                   tf.float32)  # [N]: not a constant grappler could fold
+  rank = tf.size(shape)
+  return tf.broadcast_to(
+      tf.reshape(parity, tf.concat([[-1], tf.ones([rank], tf.int32)], 0)),
+      tf.concat([tf.shape(keys)[:1], shape], 0))
+
+
+@contextlib.contextmanager
+def noise_variant(name: str):
+  """Models draw their keyed normals with `name` inside the block (they
+  call `noise.normal` at trace time; each variant has its own traces)."""
+  original = noise.normal
+  noise.normal = {"table": original, "ndtri": ndtri_normal,
+                  "free": free_normal, "zeros": zeros_normal}[name]
+  try:
+    yield
+  finally:
+    noise.normal = original
 
 
 def build(kind: str, size: str) -> envmodels.EnvModel:
@@ -201,47 +265,56 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
   return (time.perf_counter() - start) / calls
 
 
-def measure(sizes, kinds, precisions, repeats: int,
-            check_modes=(True,)) -> List[Dict[str, Any]]:
+def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
+            variants=("table",)) -> List[Dict[str, Any]]:
   rows: List[Dict[str, Any]] = []
   for size in sizes:
     models = {kind: build(kind, size) for kind in kinds}
-    # A variant is a kind traced with (True) or without the value checks.
-    variants = [(kind, checks) for kind in kinds for checks in check_modes]
-    calls = {(kind, checks): functions(models[kind], checks)
-             for kind, checks in variants}
-    cells = [(variant, p, name) for variant in variants for p in precisions
+    # A run is a kind traced with (True) or without the value checks, and
+    # with one of the noise variants (stochastic kinds only).
+    runs = [(kind, checks, v) for kind in kinds for checks in check_modes
+            for v in (variants if kind in STOCHASTIC else variants[:1])]
+    calls = {}
+    for kind, checks, v in runs:  # each run traces its own functions
+      with noise_variant(v):
+        calls[(kind, checks, v)] = functions(models[kind], checks)
+    cells = [(run, p, name) for run in runs for p in precisions
              for name in ("initial", "abstract", "rendered")]
-    for variant, p, name in cells:  # warm up: trace and optimise each
-      with precision.scope(p):
-        time_call(calls[variant][name], 1)
+
+    def call(cell) -> float:
+      run, p, name = cell
+      with noise_variant(run[2]), precision.scope(p):
+        return time_call(calls[run][name], 2)
+    for cell in cells:  # warm up: trace and optimise each
+      call(cell)
     samples: Dict[Any, List[float]] = {cell: [] for cell in cells}
     for round_ in range(repeats):
       # Alternate the order: no cell always runs right after another.
       for cell in (cells if round_ % 2 == 0 else cells[::-1]):
-        variant, p, name = cell
-        with precision.scope(p):
-          samples[cell].append(time_call(calls[variant][name], 2))
+        samples[cell].append(call(cell))
       print(f"{size}: round {round_ + 1}/{repeats}", flush=True)
     state_shape = None
-    for variant in variants:
-      kind, checks = variant
-      graph = calls[variant]["_abstract_graph"]()
+    for run in runs:
+      kind, checks, v = run
+      with noise_variant(v):
+        graph = calls[run]["_abstract_graph"]()
       flops = gflop(graph)
       for p in precisions:
-        median = {name: float(np.median(samples[(variant, p, name)]))
+        median = {name: float(np.median(samples[(run, p, name)]))
                   for name in ("initial", "abstract", "rendered")}
         if state_shape is None:  # [h, w, d] of the first step's features
           state_shape = graph.outputs[0].shape.as_list()[1:]
         jump = models[kind].spec.jump
         rows.append(dict(
             size=size, kind=kind, precision=p, jump=jump,
-            value_checks=checks,
+            value_checks=checks, noise=v if kind in STOCHASTIC else "none",
             abstract_per_s=ROWS * DEPTH / median["abstract"],
             rendered_per_s=ROWS * DEPTH / median["rendered"],
             with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
                                                median["initial"]),
             initial_ms=1e3 * median["initial"],
+            samples_ms={name: [1e3 * t for t in samples[(run, p, name)]]
+                        for name in ("initial", "abstract", "rendered")},
             gflop_per_s=flops / median["abstract"],
             gflop_per_call=flops))
     with_peak = {}
@@ -271,31 +344,33 @@ def measure(sizes, kinds, precisions, repeats: int,
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
-  lines = ["| size | kind | precision | value checks | abstract /s | "
-           "with s_t\\|t /s | rendered /s | s_t\\|t ms | x AR (prim.) | "
-           "x AR with s_t\\|t | GFLOP/s | % conv peak |", "|---" * 12 + "|"]
+  lines = ["| size | kind | noise | precision | value checks | "
+           "abstract /s | with s_t\\|t /s | rendered /s | s_t\\|t ms | "
+           "x AR (prim.) | x AR with s_t\\|t | GFLOP/s | % conv peak |",
+           "|---" * 13 + "|"]
   for r in rows:
     lines.append(
-        f"| {r['size']} | {r['kind']} | {r['precision']} | "
-        f"{'on' if r['value_checks'] else 'off'} | "
+        f"| {r['size']} | {r['kind']} | {r.get('noise', 'table')} | "
+        f"{r['precision']} | {'on' if r['value_checks'] else 'off'} | "
         f"{r['abstract_per_s']:,.0f} | {r['with_initial_per_s']:,.0f} | "
         f"{r['rendered_per_s']:,.0f} | {r['initial_ms']:.1f} | "
         f"{r.get('x_ar', float('nan')):.1f} | "
         f"{r.get('x_ar_with_initial', float('nan')):.1f} | "
         f"{r['gflop_per_s']:.0f} | "
         f"{100 * r['gflop_per_s'] / r['conv_peak_gflop_per_s']:.0f} |")
-  costs = [r for r in rows if "check_us_int" in r and r["value_checks"]]
+  lines.append(
+      f"\n{ENVS} windows x K = {ROLLOUTS} rollouts x depth {DEPTH} "
+      f"({ROWS} rows), noise keys, untrained models; median of the rounds, "
+      "timed round-robin. Transitions are model steps; x AR compares per "
+      "primitive step (a jumpy model's step is c of them).")
+  costs = list({(r["size"], r["kind"], r["precision"]): r for r in rows
+                if "check_us_int" in r and r["value_checks"]}.values())
   if costs:
     lines.append("\nValue checks alone (encoding one call's actions with "
                  "minus without them, us): " + ", ".join(
                      f"{r['size']} {r['kind']} {r['precision']}: int "
                      f"{r['check_us_int']:.0f}, relaxed "
                      f"{r['check_us_relaxed']:.0f}" for r in costs))
-  lines.append(
-      f"\n{ENVS} windows x K = {ROLLOUTS} rollouts x depth {DEPTH} "
-      f"({ROWS} rows), noise keys, untrained models; median of the rounds, "
-      "timed round-robin. Transitions are model steps; x AR compares per "
-      "primitive step (a jumpy model's step is c of them).")
   return "\n".join(lines)
 
 
@@ -309,12 +384,19 @@ def main() -> None:
                       choices=("on", "off", "both"),
                       help="trace with the API's value checks (on, what "
                       "agents run), without, or both side by side")
+  parser.add_argument("--noise", default="table",
+                      help=f"keyed-normal variants to compare: {NOISE}")
+  parser.add_argument("--threads", default=precision.THREADS_AUTO,
+                      help="'auto', 'default' or 'INTRA,INTER'")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "rollout_speed.json"))
   args = parser.parse_args()
+  threads = precision.set_threads(args.threads)  # before any TF op
   sizes = [s for s in args.sizes.split(",") if s]
   kinds = [k for k in args.kinds.split(",") if k]
-  for name, known, given in (("size", FRAMES, sizes), ("kind", KINDS, kinds)):
+  variants = [v for v in args.noise.split(",") if v]
+  for name, known, given in (("size", FRAMES, sizes), ("kind", KINDS, kinds),
+                             ("noise variant", NOISE, variants)):
     unknown = sorted(set(given) - set(known))
     if unknown:
       parser.error(f"unknown {name}s {unknown}; choose from {sorted(known)}")
@@ -322,16 +404,20 @@ def main() -> None:
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
   for p in precisions:
     precision.resolve(p)  # refuses what this machine cannot run
+  if not variants:
+    parser.error(f"--noise is empty; choose from {NOISE}")
   check_modes = {"on": (True,), "off": (False,),
                  "both": (True, False)}[args.value_checks]
-  rows = measure(sizes, kinds, precisions, args.repeats, check_modes)
+  rows = measure(sizes, kinds, precisions, args.repeats, check_modes,
+                 variants)
   table = markdown(rows)
   print(table)
   io_utils.atomic_write_json(args.output, dict(
       rows=rows, envs=ENVS, rollouts=ROLLOUTS, depth=DEPTH,
       load_average=os.getloadavg(), machine=platform.processor() or
       platform.machine(), cpu_has_bf16=precision.cpu_has_bf16(),
-      tensorflow=tf.__version__, command=" ".join(sys.argv)))
+      tensorflow=tf.__version__, threads=threads,
+      command=" ".join(sys.argv)))
   io_utils.atomic_write_text(os.path.splitext(args.output)[0] + ".md",
                              table + "\n")
 

@@ -28,14 +28,30 @@ The rewrite applies to graphs (tf.function), which is where the framework's
 work runs; eager calls stay in float32. The setting is process-wide and can
 be changed at any time (functions already traced are rewritten at their
 next execution), so `scope` can compare precisions in one process.
+
+Thread pools (config `threads`, `set_threads`), set in the same start-up
+call: TensorFlow's intra-op pool (the threads one op, e.g. a convolution,
+splits its work over) and inter-op pool (independent ops run at once).
+  'auto'     intra = the physical cores this process may run on, inter = 2
+             (docs/performance.md: one inter-op thread, which runs a
+             graph's independent ops one after the other, made rollouts
+             and training steps slower).
+  'default'  TensorFlow's own choice (both pools sized to the logical
+             CPUs), as before this setting existed; the same as 'auto'
+             on a machine of 2 cores without hyperthreading.
+  'I,J'      intra = I, inter = J threads (positive integers).
+Pools can only be sized before TensorFlow runs its first op, so the
+binaries set them first thing; what was used goes into the workdir's
+precision.json (`threads_record`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
-from typing import Iterator
+from typing import Any, Dict, Iterator, Tuple
 
 import tensorflow as tf
 
@@ -133,3 +149,92 @@ def scope(precision: str) -> Iterator[str]:
     yield set_precision(precision)
   finally:
     set_precision(previous)
+
+
+THREADS_AUTO, THREADS_DEFAULT = "auto", "default"
+
+
+@functools.lru_cache(maxsize=None)
+def physical_cores() -> int:
+  """The physical cores this process may run on: distinct (package, core)
+  pairs of /proc/cpuinfo among the CPUs of its affinity mask (the logical
+  CPUs of the mask where /proc/cpuinfo does not say)."""
+  allowed = (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity")
+             else set(range(os.cpu_count() or 1)))
+  cores, cpu, package = set(), None, "0"
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "processor":
+          cpu, package = int(value), "0"
+        elif key == "physical id":
+          package = value
+        elif key == "core id" and cpu in allowed:
+          cores.add((package, value))
+  except (OSError, ValueError):
+    cores = set()
+  return len(cores) or len(allowed) or 1
+
+
+def resolve_threads(threads: str) -> Tuple[int, int]:
+  """(intra, inter) for config `threads` ('auto', 'default' or 'I,J'); 0
+  means TensorFlow's own choice. ValueError for anything else."""
+  if threads == THREADS_AUTO:
+    return physical_cores(), 2
+  if threads == THREADS_DEFAULT:
+    return 0, 0
+  parts = str(threads).split(",")
+  try:
+    intra, inter = (int(part) for part in parts)
+    if intra < 1 or inter < 1:
+      raise ValueError
+  except ValueError:
+    raise ValueError(
+        f"threads must be 'auto', 'default' or 'INTRA,INTER' (two positive "
+        f"integers, e.g. '{physical_cores()},2'), given {threads!r}."
+    ) from None
+  return intra, inter
+
+
+def set_threads(threads: str = THREADS_AUTO) -> Dict[str, Any]:
+  """Sizes TensorFlow's intra- and inter-op thread pools as `threads` says
+  (`resolve_threads`); returns `threads_record(threads)`, what the process
+  runs with. Pools are fixed at TensorFlow's first op: call this at the
+  start of the process. Where TensorFlow already runs with other pools,
+  'auto' and 'default' keep them (with a warning: e.g. several runs in one
+  test process), and explicit 'I,J' is refused (ValueError)."""
+  intra, inter = resolve_threads(threads)
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+  except RuntimeError as e:
+    if threads in (THREADS_AUTO, THREADS_DEFAULT):
+      logging.warning(
+          "threads=%r: TensorFlow has already started with its pools "
+          "sized (intra=%d, inter=%d; 0: its default); keeping them.",
+          threads, tf.config.threading.get_intra_op_parallelism_threads(),
+          tf.config.threading.get_inter_op_parallelism_threads())
+      return threads_record(threads)
+    raise ValueError(
+        f"threads={threads!r} asks for intra={intra}, inter={inter} "
+        "threads, but TensorFlow has already started with intra="
+        f"{tf.config.threading.get_intra_op_parallelism_threads()}, inter="
+        f"{tf.config.threading.get_inter_op_parallelism_threads()} (0: its "
+        "default): set the threads before running any TensorFlow op, or "
+        "pass threads='default'.") from e
+  return threads_record(threads)
+
+
+def threads_record(requested: str = "") -> Dict[str, Any]:
+  """What the process's pools are, for a workdir's precision.json: 0 is
+  TensorFlow's default (pools of `logical_cpus` threads)."""
+  record = dict(
+      intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+      inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+      physical_cores=physical_cores(),
+      logical_cpus=(len(os.sched_getaffinity(0))
+                    if hasattr(os, "sched_getaffinity") else os.cpu_count()))
+  if requested:
+    record["threads"] = requested
+  return record

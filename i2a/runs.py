@@ -51,6 +51,9 @@ from i2a.environments import Protocol
 CONFIG = "config.json"
 PROTOCOL = "protocol.json"
 PRECISION = "precision.json"
+# Config fields that change how fast a run computes, never what: a resumed
+# run may change them (and configs made before them resume as they are).
+COMPUTE_ONLY = ("threads",)
 IDENTITY = "identity.json"
 RUN_INFO = "run_info.json"
 # The distributions whose versions run_info.json records (python too).
@@ -135,7 +138,9 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
   if "precision" in config:  # what it means on this machine (use_precision)
     io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
         requested=config.precision, resolved=precision.current(),
-        cpu_has_bf16=precision.cpu_has_bf16()))
+        cpu_has_bf16=precision.cpu_has_bf16(),
+        **precision.threads_record(config.get("threads",
+                                              precision.THREADS_AUTO))))
   if protocol is not None:
     io_utils.atomic_write_json(os.path.join(workdir, PROTOCOL),
                                protocol.to_json())
@@ -189,8 +194,8 @@ def check_workdir(workdir: str, config: ml_collections.ConfigDict,
     # A protocol field added since ran at its default: the same experiment.
     legacy = {**{f"protocol.{key}": value for key, value in
                  _jsonable(Protocol().to_json()).items()}, **(legacy or {})}
-    diff = config_differences(previous, _jsonable(config_dict), ignore,
-                              legacy)
+    diff = config_differences(previous, _jsonable(config_dict),
+                              tuple(ignore) + COMPUTE_ONLY, legacy)
     if diff:
       raise ValueError(_difference_message(workdir, diff, legacy))
   identities = check_identity(workdir, dict(identity or {}))
@@ -322,6 +327,7 @@ def run_info() -> Dict[str, Any]:
                flags={name: name in flags for name in CPU_FLAGS}),
       gpus=[gpu.name for gpu in tf.config.list_physical_devices("GPU")],
       precision=precision.current(),
+      threads=precision.threads_record(),  # the pools this process runs
       deterministic=_op_determinism())
 
 
@@ -354,9 +360,12 @@ def record_run_info(workdir: str) -> List[Dict[str, Any]]:
 
 def use_precision(config: ml_collections.ConfigDict) -> str:
   """Computes in `config.precision` from now on (envmodels/precision.py;
-  configs made before the field existed ran in fp32); ValueError for a
-  precision this machine cannot run. Call it before `prepare_workdir`,
-  which records the result in WORKDIR/precision.json. Returns it."""
+  configs made before the field existed ran in fp32), with TensorFlow's
+  thread pools sized by `config.threads` ('auto' where absent); ValueError
+  for a precision this machine cannot run or malformed threads. Call it
+  first thing, before `prepare_workdir`, which records both in
+  WORKDIR/precision.json. Returns the precision."""
+  precision.set_threads(config.get("threads", precision.THREADS_AUTO))
   return precision.set_precision(config.get("precision", "fp32"))
 
 

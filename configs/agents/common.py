@@ -37,6 +37,10 @@ def make_config(agent: str, preset: str,
   # AMX/AVX512-BF16 (fp32 variables and losses), else fp32; 'fp32', 'bf16',
   # 'fp16' (GPU). What it resolved to goes into WORKDIR/precision.json.
   config.precision = "auto"
+  # TensorFlow's thread pools (envmodels/precision.py): 'auto' (intra = the
+  # physical cores, inter = 2), 'default' (TF's own) or 'INTRA,INTER'.
+  # Speed only: a resumed run may change it. Recorded in precision.json.
+  config.threads = "auto"
   # An environment model export (`python -m i2a.pretrain`, WORKDIR/export):
   # '' for model-free agents; I2A configs require one.
   config.envmodel = ""

@@ -35,6 +35,10 @@ def make_config(kind: str, preset: str, config_file: str,
   # fp32; 'fp32', 'bf16', 'fp16' (GPU). Recorded in WORKDIR/precision.json
   # and in the export's spec.json.
   config.precision = "auto"
+  # TensorFlow's thread pools (envmodels/precision.py): 'auto' (intra = the
+  # physical cores, inter = 2), 'default' (TF's own) or 'INTRA,INTER'.
+  # Speed only: a resumed run may change it. Recorded in precision.json.
+  config.threads = "auto"
   # The sequence the model is trained on (Buesing et al.: 3 context frames,
   # T = 10, jump c = 3 for MS_PACMAN agents).
   config.context_length = 3

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from envmodels import noise
+from envmodels import noise, precision
 
 
 def _keys(n, seed=0):
@@ -25,11 +25,58 @@ def test_normal_noise_has_unit_moments_and_uncorrelated_rows_and_draws():
   assert 0.0 < u.min() and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.01
 
 
+def _normal_cdf(z):
+  return 0.5 * tf.math.erfc(-tf.constant(z, tf.float64) / np.sqrt(2)).numpy()
+
+
+def test_the_normal_table_is_the_inverse_normal_cdf_with_unit_moments():
+  table = noise.normal_table().astype(np.float64)  # [2^16 + 1]
+  assert table.shape == (2**16 + 1,) and np.all(np.diff(table) > 0)
+  np.testing.assert_allclose(table[1:-1], tf.math.ndtri(tf.constant(
+      np.arange(1, 2**16) / 2**16, tf.float64)).numpy(), atol=1e-6)
+  np.testing.assert_allclose(table, -table[::-1], atol=1e-6)  # symmetric
+  assert 4.60 < table[-1] < 4.61  # the tails' ends
+  low, high = table[:-1], table[1:]  # equal-probability linear pieces
+  assert abs((low + high).mean() / 2) < 1e-9
+  assert abs((low * low + low * high + high * high).mean() / 3 - 1) < 1e-5
+  # The exact CDF against N(0, 1)'s, inside every piece: the stated bound.
+  within = np.linspace(0, 1, 17)[:, None]
+  cdf = (np.arange(2**16) + within) / 2**16
+  assert np.abs(cdf - _normal_cdf(low + within * (high - low))).max() < 2.5e-6
+
+
+def test_normal_draws_match_n01_in_moments_tails_and_kolmogorov_smirnov():
+  n = 1_000_000
+  z = np.sort(noise.normal(_keys(100, seed=3), [n // 100]).numpy().ravel())
+  assert abs(z.mean()) < 5 / np.sqrt(n)  # five standard errors
+  assert abs(z.var() - 1) < 5 * np.sqrt(2 / n)
+  assert abs((z**4).mean() - 3) < 5 * np.sqrt(96 / n)  # kurtosis
+  # Tails: beyond 3 sd a normal has mass 2.70e-3, beyond 4 6.3e-5.
+  assert abs(np.mean(np.abs(z) > 3) - 2.70e-3) < 5 * np.sqrt(2.7e-3 / n)
+  assert 20 <= np.sum(np.abs(z) > 4) <= 110 and np.abs(z).max() < 4.61
+  # Kolmogorov-Smirnov: D below the 0.1% critical value 1.95 / sqrt(n)
+  # plus the distribution's own distance to N(0, 1) (2.2e-6).
+  cdf = _normal_cdf(z)
+  d = max((np.arange(1, n + 1) / n - cdf).max(), (cdf - np.arange(n) / n).max())
+  assert d < 1.95 / np.sqrt(n) + 2.2e-6, d
+
+
+@pytest.mark.skipif(not precision.cpu_has_bf16() or
+                    tf.config.list_physical_devices("GPU"),
+                    reason="the bf16 rewrite needs a CPU with bfloat16")
+def test_normal_noise_is_exact_under_the_bf16_rewrite():
+  keys = _keys(8)
+  fp32 = noise.normal(keys, [4, 4, 8]).numpy()
+  with precision.scope("bf16"):
+    traced = tf.function(lambda k: noise.normal(k, [4, 4, 8]) * 1.0)(keys)
+  np.testing.assert_array_equal(traced.numpy(), fp32)
+
+
 def test_a_rows_noise_depends_on_its_key_alone():
   keys = _keys(10)
   u = noise.uniform(keys, [3, 4]).numpy()  # integer hashing: bit-exact
   np.testing.assert_array_equal(noise.uniform(keys[7:8], [3, 4])[0], u[7])
-  z = noise.normal(keys, [3, 4]).numpy()  # log/cos: equal to an ulp or so
+  z = noise.normal(keys, [3, 4]).numpy()  # table reads: equal to an ulp
   alone = noise.normal(keys[7:8], [3, 4]).numpy()
   np.testing.assert_allclose(alone[0], z[7], rtol=1e-6, atol=1e-6)
   shuffled = noise.normal(tf.gather(keys, [9, 7, 0]), [3, 4]).numpy()

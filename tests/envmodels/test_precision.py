@@ -1,8 +1,12 @@
 """Tests of reduced precision (envmodels/precision.py): what 'auto' means on
 this machine, what is refused, and that bf16 rollouts of a model stay within
-stated tolerances of fp32 ones."""
+stated tolerances of fp32 ones; the thread pool settings, and the workdir's
+record of both."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +15,8 @@ import tensorflow as tf
 import envmodels
 from envmodels import precision
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 needs_bf16 = pytest.mark.skipif(
     not precision.cpu_has_bf16() or tf.config.list_physical_devices("GPU"),
     reason="the CPU has no native bfloat16 (AMX-BF16 / AVX512-BF16)")
@@ -84,3 +90,61 @@ def test_runs_record_the_precision_they_computed_in(tmp_path):
   record = json.loads((tmp_path / runs.PRECISION).read_text())
   assert record["requested"] == "auto" and record["resolved"] == resolved
   assert precision.current() == resolved
+  assert record["threads"] == "auto"
+  assert record["physical_cores"] == precision.physical_cores()
+  assert {"intra_op_threads", "inter_op_threads",
+          "logical_cpus"} <= set(record)
+
+
+def test_threads_resolve_to_physical_cores_and_two_inter_op_threads():
+  cores = precision.physical_cores()
+  assert 1 <= cores <= (os.cpu_count() or 1)
+  assert precision.resolve_threads("auto") == (cores, 2)
+  assert precision.resolve_threads("default") == (0, 0)
+  assert precision.resolve_threads("3,2") == (3, 2)
+  for bad in ("", "2", "0,1", "2,-1", "two,1", "1,2,3"):
+    with pytest.raises(ValueError, match=r"threads must be 'auto', 'default' "
+                       r"or 'INTRA,INTER' .* given " + repr(bad)):
+      precision.resolve_threads(bad)
+
+
+@pytest.mark.slow  # a fresh process imports TensorFlow: 5-50 s
+def test_threads_are_set_in_a_fresh_process():
+  script = ("from envmodels import precision; import json; "
+            "print(json.dumps(precision.set_threads('1,2')))")
+  out = subprocess.run([sys.executable, "-c", script], check=True,
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+                            "PYTHONPATH": ROOT})
+  record = json.loads(out.stdout.strip().splitlines()[-1])
+  assert (record["intra_op_threads"], record["inter_op_threads"],
+          record["threads"]) == (1, 2, "1,2")
+
+
+def test_threads_are_refused_once_tensorflow_started_except_auto():
+  tf.constant(1.0) + 1.0  # pylint: disable=expression-not-assigned
+  running = (tf.config.threading.get_intra_op_parallelism_threads(),
+             tf.config.threading.get_inter_op_parallelism_threads())
+  asked = "7,5" if running != (7, 5) else "6,5"
+  with pytest.raises(ValueError, match=f"threads='{asked}' asks for .* "
+                     "TensorFlow has already started"):
+    precision.set_threads(asked)
+  record = precision.set_threads("auto")  # keeps the running pools
+  assert (record["intra_op_threads"], record["inter_op_threads"]) == running
+
+
+def test_a_run_resumes_with_other_threads_and_from_before_the_field(
+    tmp_path):
+  from configs.agents import a2c as a2c_config  # pylint: disable=import-outside-toplevel
+  from i2a import runs  # pylint: disable=import-outside-toplevel
+  config = a2c_config.get_config("tiny")
+  runs.prepare_workdir(str(tmp_path), config, None)
+  config.threads = "1,1"
+  runs.prepare_workdir(str(tmp_path), config, None)  # speed only: resumes
+  saved = json.loads((tmp_path / runs.CONFIG).read_text())
+  del saved["threads"]  # a workdir made before the field existed
+  (tmp_path / runs.CONFIG).write_text(json.dumps(saved))
+  runs.prepare_workdir(str(tmp_path), config, None)
+  config.seed += 1
+  with pytest.raises(ValueError, match="seed: 0 -> 1"):
+    runs.prepare_workdir(str(tmp_path), config, None)
