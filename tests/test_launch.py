@@ -303,6 +303,7 @@ def test_a_launch_trains_survives_an_actor_kill_and_stops_cleanly(tmp_path):
   assert all(steps % 120 == 0 for steps in evaluated), evaluated
 
 
+@pytest.mark.slow  # a long end-to-end run (the A2C launch tests stay fast)
 def test_an_i2a_with_stored_rollouts_trains_across_processes(tmp_path):
   """The I2A with the emulator oracle: actor processes run the rollouts
   from their environments and the learner process reads them from the

@@ -470,7 +470,10 @@ def test_an_a2c_run_draws_no_imagination(trained):
                                          training.IMAGINATION))
 
 
-@pytest.mark.parametrize("learner_rollouts", ["auto", "recompute"])
+# 'recompute' (the learner re-imagines from the stored noise keys) takes a
+# minute and a half: a long end-to-end run, in `make test-slow`.
+@pytest.mark.parametrize("learner_rollouts", [
+    "auto", pytest.param("recompute", marks=pytest.mark.slow)])
 def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
                                                         learner_rollouts):
   """The I2A's extra state survives a checkpoint: pi_r's sampling
