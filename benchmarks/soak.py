@@ -26,11 +26,15 @@ At the end (SIGTERM to the launcher, as a user would) it checks:
   progress       the learner's steps and env steps grew;
   survived       after every fault the learner published new updates;
   checkpoints    every kept checkpoint's float tensors are finite;
-  weights        the last published weights are finite and authentic;
+  weights        every published weights item seen is finite and
+                 authentic (HMAC with the run's key);
   orphans        no process whose command line names the soak's directory
                  or the server's port is left;
   metrics        WORKDIR/metrics.csv has no duplicate step;
-  exits          the last launch exited 0 (earlier ones: the server kills);
+  exits          each server kill stopped the launch by itself (the
+                 documented behaviour), only those led to relaunches, and
+                 the last launch exited 0;
+  dropped        the learner dropped no more unrolls than were forged;
 and counts faults by kind, unrolls dropped by the learner (its log), its
 skipped updates, restarts and relaunches. Writes
 benchmarks/results/soak.json (atomically; or --output), prints a table and
@@ -77,6 +81,7 @@ KILLS = ("kill_actor", "kill_learner", "kill_server")
 FORGERIES = ("nan_reward", "huge_reward", "bad_action", "bad_discount")
 FAULTS = KILLS + tuple(f"forge_{kind}" for kind in FORGERIES)
 HUGE_REWARD = 1e30
+SERVER_KILL_STOP_S = 180  # how long a launch may take to stop on its own
 # A measurement's cadence: log and checkpoint often, never evaluate or plot.
 OVERRIDES = {"env_steps": 10**9, "eval_every": 0, "plot_every": 10**6,
              "checkpoint_every": 10, "log_every": 5}
@@ -335,6 +340,7 @@ class Soak:
   def __init__(self, args: argparse.Namespace):
     self.args = args
     self.dir = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="soak-"))
+    os.makedirs(self.dir, exist_ok=True)
     self.workdir = os.path.join(self.dir, "run")
     self.launcher_log = os.path.join(self.dir, "launcher.log")
     import portpicker  # pylint: disable=import-outside-toplevel
@@ -419,6 +425,14 @@ class Soak:
     at = time.time()
     result = self._kill(fault) if fault in KILLS else self._forge(fault)
     result.update(fault=fault, at=at, launch=len(self.launches))
+    if fault == "kill_server" and result["done"]:
+      # Documented: the launch stops everything. Nothing more is injected
+      # until it has (the main loop then relaunches).
+      try:
+        self.launcher.wait(timeout=SERVER_KILL_STOP_S)
+        result["launch_stopped_s"] = round(time.time() - at, 1)
+      except subprocess.TimeoutExpired:
+        result["launch_stopped_s"] = None
     self.faults.append(result)
     print(f"{time.time() - self.started:6.0f}s fault {fault}: "
           f"{ {k: v for k, v in result.items() if k not in ('at', 'fault')} }",
@@ -450,11 +464,11 @@ class Soak:
     next_fault = time.time() + self.rng.exponential(args.mean_interval_s)
     while time.time() < end:
       if self.launcher.poll() is not None:
+        # Relaunched even near the end: the soak ends on a launch that
+        # trains (so it may run past --minutes; `minutes` is measured).
         self._ended()
-        if time.time() > end - 20:
-          break
         self._launch()
-        self._wait_for_training(end)
+        self._wait_for_training(max(end, time.time() + 300))
         continue
       if time.time() >= next_fault and warm and \
           time.time() < end - args.quiet_s:
@@ -524,6 +538,9 @@ class Soak:
         not self.monitor.bad,
         "no_orphans": not orphans,
         "metrics_unique_steps": bool(steps) and not duplicates,
+        "launch_stops_after_server_kill": all(
+            f.get("launch_stopped_s") is not None for f in done
+            if f["fault"] == "kill_server"),
         "last_launch_exit_0": self.launches[-1].get("exit_code") == 0,
         "relaunches_only_after_server_kills":
             len(self.launches) - 1 <= server_kills,
