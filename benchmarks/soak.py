@@ -3,7 +3,8 @@
 Where it sits (docs/distributed.md, "Soak under faults"): it runs
 `python -m i2a.launch` (a Reverb server, a learner and N actors as
 processes on this machine, all on 127.0.0.1 / localhost) for `--minutes`,
-and a seeded fault injector that, at random times, does one of:
+and a seeded fault injector that, at random times (exponential intervals),
+does one of these (each once per round, rounds in a seeded random order):
   kill_actor     SIGKILL an actor process        (the launcher restarts it)
   kill_learner   SIGKILL the learner process     (restarted; resumes from
                                                   its newest checkpoint)
@@ -352,6 +353,7 @@ class Soak:
     self.faults: List[Dict[str, Any]] = []
     self.launches: List[Dict[str, Any]] = []
     self.launcher: Optional[subprocess.Popen] = None
+    self._round: List[str] = []  # the faults left of this round
 
   def command(self) -> List[str]:
     return [sys.executable, "-m", "i2a.launch", f"--config={self.args.config}",
@@ -421,7 +423,9 @@ class Soak:
     return result or dict(done=False, count=count, why="blocked (timeout)")
 
   def _inject(self) -> None:
-    fault = FAULTS[int(self.rng.integers(len(FAULTS)))]
+    if not self._round:  # Every kind once per round, in a seeded order.
+      self._round = [FAULTS[i] for i in self.rng.permutation(len(FAULTS))]
+    fault = self._round.pop()
     at = time.time()
     result = self._kill(fault) if fault in KILLS else self._forge(fault)
     result.update(fault=fault, at=at, launch=len(self.launches))
