@@ -83,6 +83,64 @@ def test_each_forged_kind_is_dropped_and_the_good_unroll_kept(unrolls_server):
   assert learner.dropped_unrolls == 4 and learner.skipped_updates == 0
 
 
+def test_a_flood_of_forged_unrolls_does_not_stop_the_learner():
+  # The soak's finding: batches with every unroll forged counted as
+  # non-finite updates, so a burst of 2 x max_nonfinite_updates forged
+  # unrolls stopped the learner (FloatingPointError) and with it the launch.
+  signature = unroll_signature(LENGTH, 1, SHAPE, NUM_ACTIONS)
+  rng = np.random.default_rng(0)
+  forged = [soak.forged_unroll(signature, soak.FORGERIES[i % 4], rng)
+            for i in range(8)]  # 4 batches of 2, none valid
+  good = [soak.good_unroll(signature) for _ in range(2)]
+  for unroll in good:
+    unroll["reward"][:] = 1.0  # something to learn
+  stack = lambda unrolls: {k: np.stack([u[k] for u in unrolls])
+                           for k in signature}
+  network = _network()
+  before = [v.numpy() for v in network.learnable_variables]
+  learner = learning.Learner(
+      network, tf.data.Dataset.from_tensor_slices(stack(forged + good))
+      .batch(2), learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99,
+      value_coef=0.5, entropy_coef=0.01, clip_norm=0.5,
+      reward_clipping="none", max_nonfinite_updates=2)
+  for _ in range(4):
+    metrics = learner.step()  # skipped, never FloatingPointError
+    assert metrics["dropped_unrolls"] == 2
+    assert metrics["nonfinite_update"] == 1
+    assert "_no_valid_unroll" not in metrics  # not a logged column
+  for a, b in zip(before, network.learnable_variables):
+    np.testing.assert_array_equal(a, b.numpy())  # nothing learnt from them
+  assert learner.skipped_updates == 4 and learner.dropped_unrolls == 8
+  metrics = learner.step()  # the good batch trains
+  assert metrics["nonfinite_update"] == 0 and metrics["dropped_unrolls"] == 0
+  assert any(not np.array_equal(a, b.numpy()) for a, b in
+             zip(before, network.learnable_variables))
+
+
+def test_forged_batches_do_not_hide_a_diverging_learner():
+  # Non-finite updates of valid data still stop it, forged batches between
+  # them neither counting nor resetting the count.
+  signature = unroll_signature(LENGTH, 1, SHAPE, NUM_ACTIONS)
+  rng = np.random.default_rng(0)
+  overflow = [soak.good_unroll(signature) for _ in range(2)]
+  for unroll in overflow:
+    unroll["reward"][:] = 1e5  # valid, but value_coef=1e30 overflows
+  forged = [soak.forged_unroll(signature, "nan_reward", rng)
+            for _ in range(2)]
+  batches = {k: np.stack([u[k] for u in overflow + forged + overflow])
+             for k in signature}
+  learner = learning.Learner(
+      _network(), tf.data.Dataset.from_tensor_slices(batches).batch(2),
+      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=1e30,
+      entropy_coef=0.01, clip_norm=0.5, reward_clipping="none",
+      max_nonfinite_updates=2)
+  assert learner.step()["nonfinite_update"] == 1  # 1 in a row
+  assert learner.step()["dropped_unrolls"] == 2  # forged: still 1
+  with pytest.raises(FloatingPointError,
+                     match=r"2 learner updates in a row had a non-finite"):
+    learner.step()
+
+
 def test_every_field_of_a_forged_unroll_has_the_table_shape(unrolls_server):
   client = tables.connect(f"localhost:{unrolls_server.port}")
   signature = soak.unrolls_signature(client)
