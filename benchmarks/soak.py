@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import json
 import os
 import re
 import secrets
