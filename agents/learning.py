@@ -14,7 +14,11 @@ Finiteness: an update whose loss or gradient norm is not finite is skipped
 (the weights and the optimizer's state stay as they were), counted
 (`nonfinite_update` in its metrics, `skipped_updates`) and logged; after
 `max_nonfinite_updates` in a row the learner stops with a
-FloatingPointError. Weights are published only when every value is finite,
+FloatingPointError. Malformed unrolls (`valid_unrolls`) are dropped; a
+batch with none left is skipped the same way (`nonfinite_update` 1) but
+does not count towards that stop, nor break a run of non-finite updates:
+it says nothing about the learner's weights, and the unrolls are not
+authenticated. Weights are published only when every value is finite,
 so actors never load a NaN.
 """
 
@@ -147,7 +151,8 @@ class Learner:
       clip_norm: global gradient norm clip.
       reward_clipping: REWARD_CLIPPINGS: what the loss sees of the rewards.
       max_nonfinite_updates: this many skipped (non-finite) updates in a
-        row stop the learner (FloatingPointError).
+        row stop the learner (FloatingPointError); batches with no valid
+        unroll are skipped without counting.
       publisher: writes the weights to the `variables` table after each step.
       logger: called as logger(learner_step, metrics) after each step.
     """
@@ -246,6 +251,7 @@ class Learner:
                    dropped_unrolls=dropped,
                    nonfinite_weights=1.0 - tf.cast(weights_finite,
                                                    tf.float32),
+                   _no_valid_unroll=1.0 - tf.cast(any_valid, tf.float32),
                    batch_reward=tf.reduce_mean(batch["reward"]))
     return metrics
 
@@ -260,13 +266,23 @@ class Learner:
           "`unrolls` queue stayed empty past its timeout): are the actors "
           "running and writing to this server?") from e
     step = int(self.learner_step.numpy())
+    # Not a metric: whether the update was skipped for want of data.
+    no_valid_unroll = bool(metrics.pop("_no_valid_unroll"))
     if metrics["dropped_unrolls"]:
       self.dropped_unrolls += int(metrics["dropped_unrolls"])
       logging.warning("learner step %d dropped %d malformed unrolls (%d in "
                       "all): actions out of range, or non-finite or "
                       "out-of-bounds values", step,
                       int(metrics["dropped_unrolls"]), self.dropped_unrolls)
-    if metrics["nonfinite_update"]:
+    if no_valid_unroll:
+      # Forged or corrupt data, not a diverging learner: skipped, but it
+      # neither counts towards max_nonfinite_updates nor resets the count
+      # (else anyone who can write to the queue could stop the learner).
+      self.skipped_updates += 1
+      logging.warning("learner step %d skipped: every unroll of its batch "
+                      "was malformed (%d skipped in all)", step,
+                      self.skipped_updates)
+    elif metrics["nonfinite_update"]:
       self.skipped_updates += 1
       self._nonfinite_in_a_row += 1
       logging.warning(
