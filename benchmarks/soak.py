@@ -72,7 +72,8 @@ import tensorflow as tf
 import tree
 
 from agents import variables as variables_lib
-from i2a import io_utils, launching
+from i2a import io_utils
+from i2a.run import launch as launching
 from i2a.replay import tables
 
 RESULTS = os.path.join(HERE, "results")

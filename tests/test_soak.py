@@ -19,7 +19,8 @@ from agents import builder, learning
 from agents.a2c import networks
 from agents.acting import unroll_signature
 from benchmarks import soak
-from i2a import io_utils, launching
+from i2a import io_utils
+from i2a.run import launch as launching
 from i2a.replay import tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
