@@ -45,10 +45,20 @@ def _banner(text: str) -> None:
 
 
 def run(config, workdir: str) -> str:
-  """Runs every stage; returns the path of the report."""
+  """Runs every stage; returns the path of the report. The time of an
+  invocation that fails or is interrupted counts towards the report's total
+  too (a rerun continues its work)."""
   started = time.monotonic()
   workdir = runs.prepare_workdir(workdir, config, None)
+  try:
+    return _stages(config, workdir, started)
+  except BaseException:
+    _add_time(workdir, time.monotonic() - started)
+    raise
 
+
+def _stages(config, workdir: str, started: float) -> str:
+  """The six stages of the module docstring, then the report."""
   _banner(f"1/{STAGES} collect: random policy")
   collect_cfg = collect_config.get_config(config.collect_preset)
   collect_cfg.train_steps = config.collect_train_steps
