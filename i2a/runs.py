@@ -124,10 +124,11 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
                     legacy: Optional[Mapping[str, Any]] = None,
                     identity: Optional[Mapping[str, Identity]] = None) -> str:
   """Creates/validates `workdir`, writes config.json, protocol.json and
-  identity.json once `check_workdir` passes (nothing is written before).
-  Removes the stale temporaries of killed runs first
-  (io_utils.remove_stale_temporaries) and appends this invocation to
-  run_info.json (`record_run_info`). Returns the absolute workdir."""
+  identity.json once `check_workdir` passes (nothing is written before);
+  then also removes the stale temporaries of killed runs
+  (io_utils.remove_stale_temporaries) before writing, and appends this
+  invocation to run_info.json (`record_run_info`). Returns the absolute
+  workdir."""
   identities = check_workdir(workdir, config, protocol, ignore, legacy,
                              identity)
   workdir = io_utils.ensure_writable_dir(workdir)
