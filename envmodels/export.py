@@ -90,19 +90,26 @@ def _read_spec_json(path: str) -> Dict[str, Any]:
   return data if isinstance(data, dict) else None
 
 
-def _umask() -> int:
-  """The process's umask (as i2a.io_utils._umask: read from Linux's
-  /proc/self/status, so other threads never see it changed)."""
+def usual_mode(directory: bool = False) -> int:
+  """The mode a plain open()/makedirs() would give: 0o666 (files) or 0o777
+  (directories) less the process's umask. The umask is read from Linux's
+  /proc/self/status where it shows it, so other threads never see it
+  changed (os.umask's set-and-restore is the fallback). The one home of
+  this rule: envmodels imports nothing of the framework, and
+  i2a.io_utils uses it."""
+  mask = None
   try:
     with open("/proc/self/status") as f:
       for line in f:
         if line.startswith("Umask:"):
-          return int(line.split()[1], 8)
+          mask = int(line.split()[1], 8)
+          break
   except (OSError, ValueError, IndexError):
     pass
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
+  if mask is None:
+    mask = os.umask(0)
+    os.umask(mask)
+  return (0o777 if directory else 0o666) & ~mask
 
 
 def _write_file(path: str, text: str) -> None:
@@ -181,9 +188,8 @@ def export(model: base.EnvModel, export_dir: str,
   tmp_dir = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
   try:
     # mkdtemp's directory is private (0o700): the export gets the mode a
-    # plain makedirs would give (i2a.io_utils.usual_mode; envmodels does not
-    # import i2a).
-    os.chmod(tmp_dir, 0o777 & ~_umask())
+    # plain makedirs would give.
+    os.chmod(tmp_dir, usual_mode(directory=True))
     tf.train.Checkpoint(model=model).write(
         os.path.join(tmp_dir, VARIABLES_PREFIX))
     _write_file(os.path.join(tmp_dir, SPEC_FILE), spec_text + "\n")

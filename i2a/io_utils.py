@@ -23,6 +23,8 @@ from typing import Any, Iterator, List
 
 from absl import logging
 
+from envmodels.export import usual_mode  # the one rule, shared
+
 # The temporaries our writers create (tempfile's random part: 8 characters
 # of [a-z0-9_]): atomic_path's files and atomic_directory's directories
 # `.NAME.XXXXXXXX.tmp` (and `.tmp.old` while an old directory is replaced),
@@ -35,27 +37,6 @@ TEMPORARY_NAME = re.compile(
 # A temporary nothing touched for this long is a dead writer's: a live one
 # writes into it continuously (the launcher and the learner share a workdir).
 STALE_AFTER_S = 60.0
-
-
-def _umask() -> int:
-  """The process's umask, read without changing it where Linux shows it
-  (os.umask's set-and-restore would briefly change it for other threads)."""
-  try:
-    with open("/proc/self/status") as f:
-      for line in f:
-        if line.startswith("Umask:"):
-          return int(line.split()[1], 8)
-  except (OSError, ValueError, IndexError):
-    pass
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
-
-
-def usual_mode(directory: bool = False) -> int:
-  """The mode a plain open()/makedirs() would give: 0o666 (files) or 0o777
-  (directories) less the umask."""
-  return (0o777 if directory else 0o666) & ~_umask()
 
 
 @contextlib.contextmanager
