@@ -14,7 +14,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 $(STAMP): setup.py constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<27"
-	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,ray]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -59,7 +59,11 @@ setup(
         "matplotlib",
         "portpicker",
     ],
-    extras_require={"test": ["pytest>=7", "pytest-timeout"]},
+    extras_require={
+        "test": ["pytest>=7", "pytest-timeout"],
+        # i2a.launch --backend=ray (docs/distributed.md).
+        "ray": ["ray>=2.40,<3"],
+    },
     entry_points={"console_scripts": [
         f"{script} = {module}:entry" for script, module in BINARIES.items()]},
 )
