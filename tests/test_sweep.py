@@ -173,6 +173,40 @@ def test_a_wrong_field_or_stage_is_refused(tmp_path):
     sweeping.select(plan, ["nothing"])
 
 
+def test_a_collection_acts_with_a_train_runs_policy_and_waits_for_it(
+    tmp_path):
+  grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))
+  grid.collect = grid.collect + (dict(
+      name="played", config="configs/collect.py:tiny", policy="train/a2c",
+      seeds=(1,), overrides=dict(policy_epsilon=0.5)),)
+  plan = sweeping.make_plan(grid, str(tmp_path / "sweep"))
+  played = plan.job("collect/played/seed1")
+  assert played.deps == ("train/a2c/seed1",)
+  assert played.config["policy"] == "checkpoint:" + str(
+      tmp_path / "sweep" / "train" / "a2c" / "seed1")
+  assert played.config["policy_epsilon"] == 0.5
+  ids = [j.id for j in plan.jobs]
+  for job in plan.jobs:  # every job after what it depends on
+    assert all(ids.index(d) < ids.index(job.id) for d in job.deps)
+  # A policy must name a train run.
+  grid.collect = (dict(grid.collect[0], policy="pretrain/ar"),)
+  with pytest.raises(ValueError, match=r"grid collect/\w+ \(seed 0\), "
+                     r"policy: 'pretrain/ar' must name a train run"):
+    sweeping.make_plan(grid, str(tmp_path / "sweep"))
+
+
+def test_a_dependency_cycle_is_refused_naming_its_runs(tmp_path):
+  grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))
+  # The data of the dSSM-DET comes from the I2A that imagines with it.
+  grid.collect = grid.collect + (dict(
+      name="loop", config="configs/collect.py:tiny", policy="train/i2a"),)
+  grid.pretrain = tuple(dict(p, data="collect/loop") if p["name"] ==
+                        "dssm_det" else p for p in grid.pretrain)
+  with pytest.raises(ValueError, match=r"depend on each other in a cycle: "
+                     r"(\S+ -> ){3}\S+; break it"):
+    sweeping.make_plan(grid, str(tmp_path / "sweep"))
+
+
 @pytest.mark.parametrize("preset", ["small", "tiny"])
 def test_the_table1_grid(preset, tmp_path):
   grid = sweeping.load_grid(f"configs/sweeps/table1_small.py:{preset}")
@@ -187,7 +221,20 @@ def test_the_table1_grid(preset, tmp_path):
   # One budget for every model, all on the one dataset collected first.
   assert len({(j.config["train_steps"], j.config["batch_size"])
               for j in pretrain}) == 1
-  assert {j.deps for j in pretrain} == {("collect/random/seed0",)}
+  assert {j.deps for j in pretrain} == {("collect/behaviour/seed0",)}
+  # The data comes from a trained A2C (one run for every model seed),
+  # epsilon-mixed, collected after it and under its protocol.
+  collect = plan.job("collect/behaviour/seed0")
+  behaviour = plan.job("train/behaviour/seed0")
+  assert collect.deps == (behaviour.id,)
+  assert collect.config["policy"] == "checkpoint:" + behaviour.workdir
+  assert collect.config["policy_epsilon"] == 0.2
+  assert behaviour.config["agent"] == "a2c"
+  assert behaviour.config["protocol"] == collect.config["protocol"]
+  ids = [j.id for j in plan.jobs]
+  assert ids.index(behaviour.id) < ids.index(collect.id) < ids.index(
+      pretrain[0].id)
+  assert [j.seed for j in plan.jobs if j.stage == "train"] == [0]
   jumps = {j.name: j.config["jump"] for j in pretrain}
   assert jumps["jumpy_dssm_det"] == jumps["jumpy_sssm"] == 3
   assert {v for k, v in jumps.items() if not k.startswith("jumpy")} == {1}
@@ -198,7 +245,7 @@ def test_the_table1_grid(preset, tmp_path):
     assert all(f"/seed{table.seed}/export" in m
                for m in table.config["models"])
   if preset == "small":  # MsPacman at 104x80
-    protocol = plan.job("collect/random/seed0").config["protocol"]
+    protocol = plan.job("collect/behaviour/seed0").config["protocol"]
     assert protocol["env_id"] == "ALE/MsPacman-v5"
     assert protocol["observation_size"] == [104, 80]
 
@@ -211,10 +258,11 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
   by_name = {}
   for job in train:
     by_name.setdefault(job.name, []).append(job)
+  depths = (1, 2, 4) if preset == "minipacman" else (1,)
   assert list(by_name) == [
       "a2c", "copy_model", "distill_dssm_det", "distill_sssm",
       "learning_to_query", "imagination_prior", "uniform_rollouts",
-      "pixel_imagination", "emulator_oracle"]
+      "pixel_imagination", "emulator_oracle"] + [f"depth_{t}" for t in depths]
   seeds = [0, 1, 2] if preset == "minipacman" else [0]
   for jobs in by_name.values():
     assert [j.seed for j in jobs] == seeds
@@ -245,6 +293,12 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
     assert job.config["envmodel"].endswith(
         f"pretrain/dssm_det/seed{job.seed}/export")
   assert sum(j.stage == "evaluate" for j in plan.jobs) == len(train)
+  # Claim 3: distill_dssm_det at other rollout depths, nothing else changed.
+  base = dict(config["distill_dssm_det"], network=None)
+  for tau in depths:
+    assert net[f"depth_{tau}"]["depth"] == tau
+    assert dict(config[f"depth_{tau}"], network=None) == base
+    assert by_name[f"depth_{tau}"][0].deps == ("pretrain/dssm_det/seed0",)
 
 
 # -- Running -------------------------------------------------------------------

@@ -21,6 +21,8 @@ every run):
   uniform_rollouts    uniform random rollout actions, dSSM-DET
   pixel_imagination   distillation, dSSM-DET, rendered frames imagined
   emulator_oracle     the emulator's own rollouts (the upper reference)
+  depth_1, depth_2,   the rollout depth (claim 3): distill_dssm_det with
+  depth_4             tau = 1, 2, 4 model steps (distill_dssm_det: 3)
 Estimated compute on 2 CPU cores: docs/experiments.md.
 
 Presets: minipacman (the experiment), tiny (the same grid with the tiny
@@ -76,6 +78,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       agent("pixel_imagination", I2A, "pretrain/dssm_det",
             imagination="pixels"),
       agent("emulator_oracle", I2A, model="oracle"),
-  )
+  ) + tuple(agent(f"depth_{tau}", I2A, "pretrain/dssm_det", depth=tau)
+            for tau in ((1,) if tiny else (1, 2, 4)))
   grid.evaluate = dict(episodes=2 if tiny else 100)
   return grid

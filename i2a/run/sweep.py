@@ -5,7 +5,10 @@ ml_collections ConfigDict; format in docs/experiments.md) lists runs by
 stage. Each run names its binary's config file with overrides and seeds,
 and what it depends on by name:
 
-  collect          python -m i2a.collect          a dataset
+  collect          python -m i2a.collect          a dataset; `policy`: a
+                                                  train run whose newest
+                                                  checkpoint acts ('' the
+                                                  uniform random policy)
   pretrain         python -m i2a.pretrain         an envmodel export;
                                                   `data`: a collect run
   evaluate_models  python -m i2a.evaluate_models  Table 1 for the exports
@@ -79,7 +82,7 @@ STAGES = ("collect", "pretrain", "evaluate_models", "train", "evaluate")
 # Recomputed from scratch when their inputs change (the others resume).
 DERIVED = ("evaluate_models", "evaluate")
 RUN_FIELDS = {
-    "collect": ("name", "config", "overrides", "seeds"),
+    "collect": ("name", "config", "overrides", "seeds", "policy"),
     "pretrain": ("name", "config", "overrides", "seeds", "data"),
     "train": ("name", "config", "overrides", "seeds", "envmodel"),
     "evaluate_models": ("name", "models", "data", "seeds", "T",
@@ -90,11 +93,6 @@ RUN_FIELDS = {
 MODEL_TABLE_DEFAULTS = dict(T=10, num_windows=256, batch_size=16, horizon=12,
                             rollout_batch=32, precision="auto")
 EVALUATE_DEFAULTS = dict(episodes=10, greedy=False, seed=0)
-# (stage, field) -> the stage its references name.
-REFERENCE_FIELDS = {("pretrain", "data"): "collect",
-                    ("train", "envmodel"): "pretrain",
-                    ("evaluate_models", "data"): "collect",
-                    ("evaluate_models", "models"): "pretrain"}
 UNITS = {"collect": "env steps", "pretrain": "steps", "train": "env steps",
          "evaluate": "episodes", "evaluate_models": "models"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -442,7 +440,7 @@ def make_plan(grid: ml_collections.ConfigDict, sweep_dir: str) -> Plan:
   order: List[str] = []
 
   def workdir(stage: str, name: str, seed: int) -> str:
-    return os.path.join(sweep_dir, stage, name, f"seed{seed}")
+    return os.path.join(sweep_dir, run_id(stage, name, seed))
 
   def add(job: Job) -> None:
     jobs[job.id] = job
@@ -461,10 +459,10 @@ def make_plan(grid: ml_collections.ConfigDict, sweep_dir: str) -> Plan:
         seed = run_seeds[index]
         where = f"grid {stage}/{run['name']} (seed {seed})"
         if stage == "evaluate_models":
-          add(_model_table_job(run, seed, where, resolver, jobs,
+          add(_model_table_job(run, seed, where, resolver, sweep_dir,
                                workdir(stage, run["name"], seed)))
         else:
-          add(_config_job(stage, run, seed, where, resolver, jobs,
+          add(_config_job(stage, run, seed, where, resolver, sweep_dir,
                           workdir(stage, run["name"], seed)))
   episodes = evaluate["episodes"]
   if not isinstance(episodes, int) or episodes < 0:
@@ -483,12 +481,38 @@ def make_plan(grid: ml_collections.ConfigDict, sweep_dir: str) -> Plan:
     raise ValueError("the grid lists no runs (stages: "
                      f"{', '.join(STAGES)}).")
   return Plan(str(data.get("name") or "sweep"), sweep_dir,
-              [jobs[i] for i in order], data)
+              _dependency_order([jobs[i] for i in order]), data)
+
+
+def _dependency_order(jobs: Sequence[Job]) -> List[Job]:
+  """`jobs` with every job after the jobs it depends on, else in the given
+  order (a collect run acting with a train run's policy comes after it).
+  Raises ValueError naming the runs of a dependency cycle."""
+  by_id = {j.id: j for j in jobs}
+  ordered: List[Job] = []
+  state: Dict[str, str] = {}  # id -> 'visiting' | 'done'
+
+  def visit(job: Job, path: Tuple[str, ...]) -> None:
+    if state.get(job.id) == "done":
+      return
+    if state.get(job.id) == "visiting":
+      cycle = path[path.index(job.id):] + (job.id,)
+      raise ValueError("the grid's runs depend on each other in a cycle: "
+                       f"{' -> '.join(cycle)}; break it (a run cannot "
+                       "depend on its own output).")
+    state[job.id] = "visiting"
+    for dep in job.deps:
+      visit(by_id[dep], path + (job.id,))
+    state[job.id] = "done"
+    ordered.append(job)
+
+  for job in jobs:
+    visit(job, ())
+  return ordered
 
 
 def _config_job(stage: str, run: Dict[str, Any], seed: int, where: str,
-                resolver: _Resolver, jobs: Dict[str, Job],
-                workdir: str) -> Job:
+                resolver: _Resolver, sweep_dir: str, workdir: str) -> Job:
   try:
     config = load_config_file(run["config"])
   except ValueError as e:
@@ -497,16 +521,20 @@ def _config_job(stage: str, run: Dict[str, Any], seed: int, where: str,
   if "seed" in config:
     config.seed = seed
   deps = []
+  if stage == "collect" and run.get("policy"):
+    dep = resolver.resolve(run["policy"], "train", seed, where + ", policy")
+    config.policy = "checkpoint:" + os.path.join(sweep_dir, dep)
+    deps.append(dep)
   if stage == "pretrain":
     if not run.get("data"):
       raise ValueError(f"{where}: 'data' (a collect run) is required.")
     dep = resolver.resolve(run["data"], "collect", seed, where + ", data")
-    config.data = os.path.join(jobs[dep].workdir, "dataset")
+    config.data = os.path.join(sweep_dir, dep, "dataset")
     deps.append(dep)
   if stage == "train" and run.get("envmodel"):
     dep = resolver.resolve(run["envmodel"], "pretrain", seed,
                            where + ", envmodel")
-    config.envmodel = os.path.join(jobs[dep].workdir, "export")
+    config.envmodel = os.path.join(sweep_dir, dep, "export")
     deps.append(dep)
   budget = {"collect": lambda c: c.train_steps + c.test_steps,
             "pretrain": lambda c: c.train_steps,
@@ -517,7 +545,7 @@ def _config_job(stage: str, run: Dict[str, Any], seed: int, where: str,
 
 
 def _model_table_job(run: Dict[str, Any], seed: int, where: str,
-                     resolver: _Resolver, jobs: Dict[str, Job],
+                     resolver: _Resolver, sweep_dir: str,
                      workdir: str) -> Job:
   models = run.get("models") or []
   if isinstance(models, str) or not models:
@@ -528,8 +556,8 @@ def _model_table_job(run: Dict[str, Any], seed: int, where: str,
           for m in models]
   data = resolver.resolve(run["data"], "collect", seed, where + ", data")
   params = {k: run.get(k, v) for k, v in MODEL_TABLE_DEFAULTS.items()}
-  params.update(models=[os.path.join(jobs[d].workdir, "export") for d in deps],
-                data=os.path.join(jobs[data].workdir, "dataset"))
+  params.update(models=[os.path.join(sweep_dir, d, "export") for d in deps],
+                data=os.path.join(sweep_dir, data, "dataset"))
   return Job("evaluate_models", run["name"], seed, workdir, params,
              tuple(deps + [data]), float(len(deps)))
 
