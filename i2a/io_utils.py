@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import time
-from typing import Any, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 from absl import logging
 
@@ -157,3 +157,15 @@ def remove_stale_temporaries(directory: str,
     logging.info("removed %d stale temporaries left by killed runs: %s",
                  len(removed), removed)
   return removed
+
+
+def flatten(data: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
+  """{'a.b': value} for a nested dict of JSON values (tuples as lists): a
+  config as stored in config.json, compared field by field."""
+  flat = {}
+  for key, value in data.items():
+    if isinstance(value, dict):
+      flat.update(flatten(value, prefix + key + "."))
+    else:
+      flat[prefix + key] = list(value) if isinstance(value, tuple) else value
+  return flat

@@ -92,16 +92,6 @@ def protocol_from_config(config: ml_collections.ConfigDict) -> Protocol:
   return Protocol.from_json(fields)
 
 
-def _flatten(data: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
-  flat = {}
-  for key, value in data.items():
-    if isinstance(value, dict):
-      flat.update(_flatten(value, prefix + key + "."))
-    else:
-      flat[prefix + key] = list(value) if isinstance(value, tuple) else value
-  return flat
-
-
 def config_differences(old: Dict[str, Any], new: Dict[str, Any],
                        ignore: Iterable[str] = (),
                        legacy: Optional[Mapping[str, Any]] = None
@@ -109,7 +99,7 @@ def config_differences(old: Dict[str, Any], new: Dict[str, Any],
   """{field: (old, new)} for fields that differ, except `ignore` prefixes
   and fields missing from `old` whose new value is their `legacy` value
   (the one that reproduces runs made before the field existed)."""
-  old_flat, new_flat = _flatten(old), _flatten(new)
+  old_flat, new_flat = io_utils.flatten(old), io_utils.flatten(new)
   ignore, legacy = tuple(ignore), dict(legacy or {})
   return {k: (old_flat.get(k), new_flat.get(k))
           for k in sorted(set(old_flat) | set(new_flat))

@@ -207,6 +207,37 @@ def test_a_dependency_cycle_is_refused_naming_its_runs(tmp_path):
     sweeping.make_plan(grid, str(tmp_path / "sweep"))
 
 
+def test_a_finished_run_stays_done_when_the_framework_adds_config_fields(
+    tmp_path):
+  """Updating the framework mid-sweep: a config field added since a run
+  finished does not undo it; a changed field it had does."""
+  workdir = str(tmp_path / "collect" / "random" / "seed0")
+  for split in ("train", "test"):
+    os.makedirs(os.path.join(workdir, "dataset", split))
+    io_utils.atomic_write_json(
+        os.path.join(workdir, "dataset", split, "manifest.json"), {"n": 1})
+  old = dict(seed=0, protocol=dict(env_id="MiniPacman-avoid-v0"))
+  finished = sweeping.Job("collect", "random", 0, workdir, old, (), 10.0)
+  io_utils.atomic_write_json(os.path.join(workdir, sweeping.RECORD), dict(
+      state="done", stage="collect", config=old,
+      fingerprint=finished.fingerprint,
+      outcome=sweeping.outcome_signature(finished)))
+
+  def done(config):
+    job = sweeping.Job("collect", "random", 0, workdir, config, (), 10.0)
+    sweep = sweeping.Sweep(sweeping.Plan("g", str(tmp_path), [job], {}))
+    return sweep.is_done(job), sweep.state(job)
+
+  assert done(old)[0]
+  added = dict(old, threads="auto", protocol=dict(old["protocol"], sticky=0))
+  assert done(added)[0]
+  changed = dict(added, seed=1)
+  assert done(changed)[0] is False
+  assert "its config changed since it finished" in done(changed)[1][1]
+  removed = dict(seed=0)
+  assert done(removed)[0] is False
+
+
 @pytest.mark.parametrize("preset", ["small", "tiny"])
 def test_the_table1_grid(preset, tmp_path):
   grid = sweeping.load_grid(f"configs/sweeps/table1_small.py:{preset}")

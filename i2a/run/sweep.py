@@ -33,7 +33,8 @@ holds its state, resolved config, attempts, error and the measured time;
 its output goes to `sweep_run.log`. The runtimes resume from their
 workdirs, so a job whose config changed only in its budget (a raised
 `env_steps`) continues from its checkpoint, and a finished job (the same
-fingerprint, its output in place, its inputs unchanged) is skipped. A
+fingerprint, or a config that differs only in fields the framework added
+since; its output in place, its inputs unchanged) is skipped. A
 failed job is recorded with its error; jobs that do not depend on it go
 on; the next invocation retries it. Stopping (SIGINT/SIGTERM to
 `python -m i2a.sweep`, or `stop`): the child is sent SIGTERM; training
@@ -655,6 +656,21 @@ def progress_units(job: Job) -> float:
   return 0.0
 
 
+def _same_config(job: Job, record: Dict[str, Any]) -> bool:
+  """Whether the finished run of `record` is `job`'s run: the same
+  fingerprint, or a config that differs only in fields the framework added
+  after the run finished (every field the run had is unchanged), so that
+  updating the framework in the middle of a sweep keeps its finished runs
+  (a run that continues meets the runtime's own check of added fields)."""
+  if record.get("fingerprint") == job.fingerprint:
+    return True
+  old = record.get("config")
+  if not isinstance(old, dict) or record.get("stage") != job.stage:
+    return False
+  old_flat, new_flat = io_utils.flatten(old), io_utils.flatten(job.config)
+  return all(k in new_flat and new_flat[k] == v for k, v in old_flat.items())
+
+
 class Sweep:
   """The jobs of a plan and their states, read from the workdirs."""
 
@@ -667,8 +683,8 @@ class Sweep:
 
   def is_done(self, job: Job) -> bool:
     record = read_record(job.workdir)
-    if not record or record.get("state") != "done" or \
-        record.get("fingerprint") != job.fingerprint:
+    if not record or record.get("state") != "done" or not _same_config(
+        job, record):
       return False
     outcome = outcome_signature(job)
     if outcome is None or outcome != record.get("outcome"):
@@ -702,7 +718,7 @@ class Sweep:
       if state in ("stopped", "running"):
         details.append("stopped" if state == "stopped" else
                        "interrupted (its invocation ended)")
-      elif state == "done" and record.get("fingerprint") != job.fingerprint:
+      elif state == "done" and not _same_config(job, record):
         details.append("its config changed since it finished (e.g. a "
                        "raised budget)")
       elif state == "done":
