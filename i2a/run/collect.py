@@ -35,6 +35,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from agents.acting import uniform_actions
 from i2a import environments, runs
 from i2a.environments import Protocol
 from i2a.progress import Progress
@@ -92,8 +93,9 @@ class FunctionPolicy(Policy):
 
 
 def uniform_random_policy(num_actions: int) -> PolicyFn:
+  """'random': agents.acting.uniform_actions for every env."""
   def policy(observations: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(0, num_actions, len(observations))
+    return uniform_actions(num_actions, len(observations), rng)
   return policy
 
 
@@ -118,7 +120,7 @@ class EpsilonMixed(Policy):
                rng: np.random.Generator) -> np.ndarray:
     actions = np.asarray(self.policy(observations, rng))
     explore = rng.random(len(actions)) < self.epsilon
-    uniform = rng.integers(0, self.num_actions, len(actions))
+    uniform = uniform_actions(self.num_actions, len(actions), rng)
     return np.where(explore, uniform, actions).astype(actions.dtype)
 
   def observe(self, observations: np.ndarray,
