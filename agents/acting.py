@@ -141,6 +141,15 @@ def sample_actions(logits: np.ndarray, rng: np.random.Generator,
   return np.minimum(actions, logits.shape[-1] - 1).astype(np.int32)
 
 
+def uniform_actions(num_actions: int, count: int,
+                    rng: np.random.Generator) -> np.ndarray:
+  """The uniform random policy: int32 [count] actions, each uniform over
+  `num_actions`, drawn from `rng` (one draw per action). Collection's
+  'random' policy and its epsilon mixing, and the planner's random baseline
+  (which `python -m i2a.evaluate`'s baseline plays too) all draw here."""
+  return rng.integers(0, num_actions, count, dtype=np.int32)
+
+
 def random_generators(network: tf.Module) -> List[tf.random.Generator]:
   """The tf.random.Generators inside `network` (e.g. an I2A's rollout
   policy and envmodel samplers), in a fixed order. Their states are the

@@ -14,17 +14,20 @@ one without it is model-free and a config that names an envmodel for it is
 refused. 'a2c' is registered here; agents.imagination registers its
 networks when imported, and `build_network` imports it on demand.
 
-`check_envmodel_spec` refuses a model whose frames or actions are not the
-environment's. The check of an export's recorded protocol and its identity
-in a workdir (`check_export`) is the runtimes' business:
-i2a/run/exports.py.
+`check_envmodel_fits` refuses a model whose frames or actions are not the
+environment's (the one check, for loaded exports and for the model an I2A
+is built with); `make_oracle` builds the emulator oracle for a protocol
+(the I2A's network.model='oracle', the planner's config.envmodel='oracle').
+The check of an export's recorded protocol and its identity in a workdir
+(`check_export`) is the runtimes' business: i2a/run/exports.py.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import ml_collections
 import numpy as np
@@ -83,29 +86,54 @@ def uses_envmodel(factory: NetworkFactory) -> bool:
       p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
-def check_envmodel_spec(spec: envmodels.EnvModelSpec,
-                        protocol: environments.Protocol,
-                        num_actions: int, export_dir: str = "") -> None:
-  """ValueError unless the model sees this environment's frames and actions."""
-  expected = dict(observation_shape=tuple(protocol.observation_shape),
+def check_envmodel_fits(spec: envmodels.EnvModelSpec, num_actions: int,
+                        observation_shape: Sequence[int], model: str = "",
+                        environment: str = "") -> None:
+  """ValueError unless the model sees the environment's frames and actions:
+  the one check of an envmodel against an environment (a loaded export,
+  `load_envmodel`; the model an I2A network is built with). `model` and
+  `environment` name them in the message (an export dir, an env id)."""
+  expected = dict(observation_shape=tuple(observation_shape),
                   num_actions=int(num_actions))
   given = dict(observation_shape=tuple(spec.observation_shape),
                num_actions=int(spec.num_actions))
   if expected != given:
+    where = f" {environment!r}" if environment else ""
     raise ValueError(
-        f"the environment model {export_dir or spec.kind!r} does not match "
-        f"the environment {protocol.env_id!r}: the environment has "
-        f"{expected}, the model spec has {given} (full model spec: "
-        f"{spec.to_json()}). Pretrain a model on data collected under this "
-        "protocol (python -m i2a.collect, python -m i2a.pretrain) or pass "
-        "the matching --config.protocol.")
+        f"the environment model {model or spec.kind!r} does not match "
+        f"the environment{where}: the environment has {expected}, the model "
+        f"spec has {given} (full model spec: {spec.to_json()}). Pretrain a "
+        "model on data collected under this protocol (python -m "
+        "i2a.collect, python -m i2a.pretrain) or pass the matching "
+        "--config.protocol.")
+
+
+def make_oracle(protocol: environments.Protocol, jump: int = 1,
+                context_length: int = 1, seed: int = 0,
+                capacity: int = 4096) -> envmodels.LiveEnvModel:
+  """The emulator oracle (envmodels.oracle.OracleModel) for environments of
+  `protocol`: c = `jump` primitive actions per model step, `context_length`
+  frames of context, snapshots of at most `capacity` states."""
+  # Imported here: importing envmodels.oracle registers the 'oracle' kind,
+  # which suites that build every registered kind cannot build.
+  from envmodels import oracle  # pylint: disable=import-outside-toplevel
+  env_fn = functools.partial(environments.make_env, protocol)
+  probe = env_fn()
+  try:
+    spec = oracle.spec_for_env(probe, jump=jump,
+                               context_length=context_length)
+  finally:
+    probe.close()
+  return oracle.OracleModel(spec, env_fn=env_fn, seed=seed,
+                            capacity=capacity)
 
 
 def load_envmodel(export_dir: str, protocol: environments.Protocol,
                   num_actions: int, seed: int = 0) -> envmodels.EnvModel:
   """envmodels.load(export_dir), refused unless it matches the environment."""
   model = envmodels.load(export_dir, seed=seed)
-  check_envmodel_spec(model.spec, protocol, num_actions, export_dir)
+  check_envmodel_fits(model.spec, num_actions, protocol.observation_shape,
+                      export_dir, protocol.env_id)
   return model
 
 

@@ -1,10 +1,8 @@
-"""Raw vectorised env stepping against collection into Reverb (and disk).
+"""Raw vectorised env stepping against collection onto disk.
 
 Measures, in one run and on the same protocol (MsPacman, 'small' preset):
-  raw         make_vector_env + uniform random actions, nothing recorded
-  reverb      the same plus SequenceAdders streaming jumpy windows into an
-              embedded Reverb `sequences` table
-  reverb+disk the same plus the dataset SplitWriter (what `i2a.collect` does)
+  raw         make_vector_env + uniform random actions, nothing written
+  disk        the same plus the dataset SplitWriter (what `i2a.collect` does)
 and MiniPacman single-env steps/s. Writes benchmarks/results/collect_speed.json
 and prints a markdown table. Aim: collection >= 80% of raw stepping.
 
@@ -22,7 +20,6 @@ import time
 import numpy as np
 
 from i2a import environments
-from i2a.replay import tables
 from i2a.run import collect as collection
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -47,34 +44,22 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=2)
   args = parser.parse_args()
   protocol = environments.preset("small")
-  sequence = collection.SequenceSpec(context_length=3, T=10, jump=3)
-  policy = collection.uniform_random_policy(5)
-  signature = tables.sequence_signature(protocol.observation_shape,
-                                        sequence.length, sequence.jump)
-  server = tables.start_server([tables.sequences_table(signature, 200_000)])
-  client = server.localhost_client()
-  modes = {
-      "raw": dict(split_dir=None, client=None),
-      "reverb": dict(split_dir=None, client=client),
-      "reverb+disk": dict(split_dir="disk", client=client),
-  }
+  policy = collection.uniform_random_policy(environments.num_actions(protocol))
+  modes = ("raw", "disk")
   rates = {mode: [] for mode in modes}
   with tempfile.TemporaryDirectory() as tmp:
     for repeat in range(args.repeats):  # Interleaved: same machine state.
-      for mode, kwargs in modes.items():
+      for mode in modes:
         split_dir = (os.path.join(tmp, f"{mode}{repeat}")
-                     if kwargs["split_dir"] else None)
+                     if mode == "disk" else None)
         stats = collection.collect_split(
             protocol, split_dir, args.steps, args.num_envs, repeat, policy,
-            client=kwargs["client"], sequence=sequence,
             progress_name=f"bench {mode}")
         rates[mode].append(stats.steps_per_s)
-  server.stop()
   best = {mode: max(r) for mode, r in rates.items()}
   result = {
       "protocol": protocol.to_json(), "num_envs": args.num_envs,
-      "steps": args.steps, "jump": sequence.jump, "length": sequence.length,
-      "steps_per_s": best,
+      "steps": args.steps, "steps_per_s": best,
       "ratio_to_raw": {m: best[m] / best["raw"] for m in best},
       "minipacman_steps_per_s": _minipacman_steps_per_s(50_000),
   }

@@ -46,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from i2a import io_utils
-from i2a.replay import cache, datasets, episodes, files, tables
+from i2a.replay import cache, datasets, episodes, files
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -166,10 +166,9 @@ def _old_pipeline(sampler, batch_size: int, seed: int, prefetch: int = 2):
     rng = np.random.default_rng(seed)
     while True:
       yield sampler.sample(rng, batch_size)
-  spec = tables.sequence_signature(sampler.observation_shape, sampler.length,
-                                   sampler.jump)
-  signature = {k: tf.TensorSpec([batch_size, *v.shape], v.dtype, k)
-               for k, v in spec.items()}
+  example = sampler.sample(np.random.default_rng(seed), batch_size)
+  signature = {k: tf.TensorSpec(v.shape, v.dtype, k)
+               for k, v in example.items()}
   return iter(tf.data.Dataset.from_generator(
       generate, output_signature=signature).prefetch(prefetch))
 

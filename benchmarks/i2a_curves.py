@@ -62,6 +62,7 @@ from i2a import io_utils, pictures, runs
 from i2a.metrics import read_column
 from i2a.run import collect as collection
 from i2a.run import evaluate as evaluation
+from i2a.run import plan as planning
 from i2a.run import pretrain as pretraining
 from i2a.run import train as training
 
@@ -247,7 +248,7 @@ def main() -> None:
                                 args.pretrain_steps)
     exports = {kind: m["export"] for kind, m in models.items()}
     protocol = runs.protocol_from_config(a2c_config.get_config("minipacman"))
-    returns = evaluation.uniform_random_returns(protocol, args.episodes)
+    returns = planning.uniform_random_returns(protocol, args.episodes)
     agents = {}
     for name in names:
       print(f"training {name} ...", file=sys.stderr, flush=True)

@@ -34,10 +34,6 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   config.test_seed = 1_000_000  # test env i: test_seed + i (disjoint)
   config.steps_per_shard = 20_000
   config.asynchronous = False  # gymnasium AsyncVectorEnv (one process per env)
-  # Windows streamed to the Reverb `sequences` table while collecting.
-  config.sequence = ml_collections.ConfigDict(
-      dict(context_length=3, T=10, jump=1, stride=1))
-  config.reverb_max_size = 100_000
   if preset in ("tiny", "minipacman"):
     # The task the agents' tiny and minipacman presets play: a dataset
     # collected under another protocol is refused by i2a.train.
@@ -46,15 +42,11 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     config.num_envs = 2
     config.train_steps = 600
     config.test_steps = 200
-    config.sequence.T = 3
     config.steps_per_shard = 256
   elif preset == "minipacman":
     config.train_steps = 50_000
     config.test_steps = 5_000
-  elif preset == "small":
-    config.sequence.jump = 3
   elif preset == "paper":
-    config.sequence.jump = 3
     config.train_steps = 1_000_000
     config.test_steps = 50_000
   return config

@@ -102,11 +102,26 @@ def test_a_workdir_that_is_a_file_is_refused(tmp_path):
     collection.run(_tiny(), str(path))
 
 
-def test_an_unreachable_reverb_address_is_refused_before_collecting(tmp_path):
-  with pytest.raises(ConnectionError, match="no Reverb server answered"):
-    collection.run(_tiny(), str(tmp_path), reverb_address="localhost:1")
-  assert not os.path.exists(tmp_path / "dataset")
-  assert not os.path.exists(tmp_path / "config.json")  # checked first
+def test_a_workdir_made_while_collection_streamed_to_reverb_resumes(tmp_path):
+  """The `sequence` and `reverb_max_size` fields fed the retired Reverb
+  stream and never changed the dataset: a config.json holding them resumes
+  (nothing collected again) and loses them."""
+  manifests = collection.run(_tiny(), str(tmp_path))
+  saved = json.load(open(tmp_path / "config.json"))
+  saved["sequence"] = dict(context_length=3, T=3, jump=1, stride=1)
+  saved["reverb_max_size"] = 100_000
+  with open(tmp_path / "config.json", "w") as f:
+    json.dump(saved, f)
+  manifest = tmp_path / "dataset" / "train" / files.MANIFEST
+  before = os.stat(manifest).st_mtime_ns
+  assert collection.run(_tiny(), str(tmp_path)) == manifests
+  assert os.stat(manifest).st_mtime_ns == before
+  resumed = json.load(open(tmp_path / "config.json"))
+  assert "sequence" not in resumed and "reverb_max_size" not in resumed
+  other = _tiny()
+  other.num_envs = 3  # a field that still counts is still refused
+  with pytest.raises(ValueError, match="num_envs: 2 -> 3"):
+    collection.run(other, str(tmp_path))
 
 
 def test_overlapping_train_and_test_seeds_are_refused(tmp_path):

@@ -1,4 +1,4 @@
-"""Reverb tables and writers, jumpy windows, and the dataset format on disk."""
+"""Reverb tables, jumpy windows, and the dataset format on disk."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from i2a.environments import preset
-from i2a.replay import datasets, episodes, files, tables, writers
+from i2a.replay import datasets, episodes, files, tables
 from i2a.run import collect as collection
 from tests import fakes
 
@@ -24,79 +24,6 @@ def _random_episode(rng, length, complete=True):
       discount=np.append(np.ones(length - 1), 0.0 if complete else 1.0
                          ).astype(np.float32),
       complete=complete)
-
-
-@pytest.fixture
-def server():
-  signature = tables.sequence_signature(SHAPE, 5, 2)
-  server = tables.start_server([tables.sequences_table(signature, 10_000)])
-  yield server
-  server.stop()
-
-
-def _all_items(server, batch_size=1, draws=400):
-  dataset = datasets.reverb_sequences(f"localhost:{server.port}", batch_size)
-  items = {}
-  for batch in dataset.take(draws):
-    item = {k: v[0].numpy() for k, v in batch.items()}
-    key = (int(item["observation"][0, 0, 0, 1]),
-           int(item["observation"][0, 0, 0, 0]))  # (episode, first step)
-    items[key] = item
-  return items
-
-
-def test_reverb_windows_equal_reference_windows_and_never_cross_episodes(
-    server):
-  jump, length = 2, 5
-  envs = fakes.counting_vector_env(2, shape=SHAPE, min_length=9,
-                                   max_length=20)
-  client = server.localhost_client()
-  split = collection.collect_split(
-      preset("minipacman"), None, 400, 2, 0,
-      collection.uniform_random_policy(3), client=client,
-      sequence=collection.SequenceSpec(3, 2, jump, 1), envs=envs)
-  assert split.items > 20
-  items = _all_items(server)
-  assert len(items) > 10
-  for (episode_id, start), item in items.items():
-    obs = item["observation"][..., 0, 0, :]  # [L, C]
-    # One episode per window: channel 1 (episode index) is constant and
-    # channel 0 (step index) advances by exactly `jump`.
-    assert np.all(obs[:, 1] == episode_id)
-    np.testing.assert_array_equal(obs[:, 0], start + jump * np.arange(length))
-    # Rewards: CountingEnv's reward is the index of the step it leads to,
-    # summed over the chunk (i - c, i], and 0 before the episode's start.
-    steps = start + jump * np.arange(length)
-    expected = [sum(range(max(1, i - jump + 1), i + 1)) for i in steps]
-    np.testing.assert_allclose(item["reward"], expected)
-    assert item["action"].shape == (length, jump)
-    assert item["action"].dtype == np.int32
-
-
-def test_adder_items_match_episode_windows_exactly(server):
-  rng = np.random.default_rng(0)
-  episode = _random_episode(rng, 16)
-  client = server.localhost_client()
-  adder = writers.SequenceAdder(client, length=5, jump=2)
-  adder.observe_first(episode.observation[0])
-  for i in range(1, len(episode)):
-    adder.observe(episode.action[i - 1], episode.reward[i],
-                  episode.discount[i], episode.observation[i])
-  adder.end_episode()
-  adder.close()
-  # Jumpy steps at 0, 2, ..., 14 (8 of them): windows start at 0, 2, 4, 6.
-  assert adder.items_created == 4
-  dataset = datasets.reverb_sequences(f"localhost:{server.port}", 1)
-  seen = set()
-  for batch in dataset.take(100):
-    item = {k: v[0].numpy() for k, v in batch.items()}
-    start = next(s for s in range(0, 7, 2) if np.array_equal(
-        item["observation"][0], episode.observation[s]))
-    reference = episodes.window(episode, start, 5, 2)
-    for key in reference:
-      np.testing.assert_array_equal(item[key], reference[key], err_msg=key)
-    seen.add(start)
-  assert seen == {0, 2, 4, 6}
 
 
 def test_window_sampler_gathers_the_reference_windows():
@@ -132,19 +59,21 @@ def test_window_sampler_refuses_episodes_too_short_for_a_window():
     episodes.WindowSampler([_random_episode(rng, 4)], length=4, jump=2)
 
 
-def test_a_table_refuses_an_item_of_the_wrong_shape(server):
+def test_a_table_refuses_an_item_of_the_wrong_shape():
+  signature = {"observation": tf.TensorSpec([4, *SHAPE], tf.uint8),
+               "action": tf.TensorSpec([4], tf.int32)}
+  server = tables.start_server([tables.unrolls_table(signature, 10)])
   client = server.localhost_client()
-  writer = client.trajectory_writer(num_keep_alive_refs=5)
-  for _ in range(5):
+  writer = client.trajectory_writer(num_keep_alive_refs=4)
+  for _ in range(4):
     writer.append({"observation": np.zeros((8, 8, 3), np.uint8),
-                   "action": np.zeros(2, np.int32),
-                   "reward": np.float32(0), "discount": np.float32(1)})
+                   "action": np.int32(0)})
   with pytest.raises(ValueError, match="inconsistent with the table signature"):
-    writer.create_item(tables.SEQUENCES, 1.0, {
-        k: writer.history[k][-5:] for k in ("observation", "action",
-                                            "reward", "discount")})
+    writer.create_item(tables.UNROLLS, 1.0, {
+        k: writer.history[k][-4:] for k in ("observation", "action")})
     writer.flush()
-  assert client.server_info()[tables.SEQUENCES].current_size == 0
+  assert client.server_info()[tables.UNROLLS].current_size == 0
+  server.stop()
 
 
 def test_variables_table_keeps_only_the_newest_weights():
@@ -273,53 +202,23 @@ def test_disk_batches_have_the_sequence_signature(tmp_path):
                                 again[0]["observation"])
 
 
-@pytest.mark.parametrize("length,jump,stride", [(5, 2, 1), (3, 3, 2),
-                                                 (1, 1, 1), (4, 1, 3)])
-def test_the_writer_cuts_the_windows_of_the_shared_rule(length, jump, stride):
-  """The Reverb writer and the window sampler cut windows by one rule,
-  episodes.window_starts: the writer every stride jumpy steps, the sampler
-  at every step."""
+@pytest.mark.parametrize("length,jump", [(5, 2), (3, 3), (1, 1), (4, 1)])
+def test_window_starts_is_the_sampler_s_rule(length, jump):
+  """episodes.window_starts: one window at every step whose last jumpy step
+  stays inside the episode; the sampler has exactly those windows."""
   for steps in range(0, 14):  # primitive steps; steps + 1 observations
     episode_length = steps + 1
-    full = episodes.window_starts(episode_length, length, jump)
-    assert len(full) == episodes.num_window_starts(episode_length, length,
-                                                   jump)
-    assert list(full) == [s for s in range(episode_length)
-                          if s + jump * (length - 1) < episode_length]
-    adder = writers.SequenceAdder(_RecordingClient(), length, jump, stride)
-    adder.observe_first(np.zeros((1,), np.uint8))
-    for i in range(steps):
-      adder.observe(0, 0.0, 1.0, np.full((1,), i + 1, np.uint8))
-    adder.end_episode()
-    starts = list(episodes.window_starts(episode_length, length, jump,
-                                         every=stride * jump))
-    assert adder.items_created == len(starts), (steps, starts)
-    assert starts == list(full)[::stride * jump]
-
-
-class _RecordingClient:
-  """A stand-in for reverb.Client: its trajectory writer keeps history."""
-
-  def trajectory_writer(self, num_keep_alive_refs):
-    del num_keep_alive_refs
-    return _RecordingWriter()
-
-
-class _RecordingWriter:
-
-  def __init__(self):
-    self.history = {key: [] for key in ("observation", "action", "reward",
-                                        "discount")}
-
-  def append(self, step):
-    for key, value in step.items():
-      self.history[key].append(value)
-
-  def create_item(self, table, priority, trajectory):
-    del table, priority, trajectory
-
-  def end_episode(self, clear_buffers):
-    del clear_buffers
-
-  def close(self):
-    pass
+    starts = episodes.window_starts(episode_length, length, jump)
+    assert list(starts) == [s for s in range(episode_length)
+                            if s + jump * (length - 1) < episode_length]
+    assert len(starts) == episodes.num_window_starts(episode_length, length,
+                                                     jump)
+  rng = np.random.default_rng(4)
+  lengths = (3, 9, 14)
+  sampler = episodes.WindowSampler(
+      [_random_episode(rng, n) for n in lengths], length=length, jump=jump)
+  assert sampler.num_windows == sum(
+      len(episodes.window_starts(n, length, jump)) for n in lengths)
+  with pytest.raises(ValueError, match="length and jump must be >= 1, "
+                     "given 0, 2"):
+    episodes.window_starts(5, 0, 2)

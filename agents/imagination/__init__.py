@@ -11,8 +11,7 @@ from agents import builder
 from agents.imagination.imagination import (CopyModel, Imagination,
                                             ImaginationCore, RolloutEncoder,
                                             untrained_envmodel)
-from agents.imagination.networks import (MODELS, I2ANetwork,
-                                         check_model_fits, make_envmodel,
+from agents.imagination.networks import (MODELS, I2ANetwork, make_envmodel,
                                          make_network)
 from agents.imagination.rollout_policies import (STRATEGIES, RolloutPolicy,
                                                  RolloutPolicyNetwork,
@@ -24,7 +23,7 @@ builder.register_network("i2a", make_network)
 __all__ = [
     "CopyModel", "Imagination", "ImaginationCore", "RolloutEncoder",
     "untrained_envmodel", "MODELS", "I2ANetwork",
-    "check_model_fits", "make_envmodel", "make_network", "STRATEGIES",
+    "make_envmodel", "make_network", "STRATEGIES",
     "RolloutPolicy", "RolloutPolicyNetwork", "make_rollout_policy",
     "register_strategy",
 ]

@@ -48,7 +48,6 @@ imagination is the one the actor acted on.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import ml_collections
@@ -57,6 +56,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
+from agents import builder
 from agents.a2c.networks import ConvTorso, frames_on_channels
 from agents.base import ActorCriticNetwork, NetworkOutput
 from agents.imagination import imagination as imagination_lib
@@ -125,7 +125,7 @@ class I2ANetwork(ActorCriticNetwork):
                name: Optional[str] = "i2a_network"):
     spec = model.spec
     super().__init__(num_actions, spec.context_length, name=name)
-    check_model_fits(spec, num_actions, observation_shape)
+    builder.check_envmodel_fits(spec, num_actions, observation_shape)
     if not isinstance(rollout_policy, rollout_policies.RolloutPolicy):
       raise ValueError(
           "rollout_policy: expected a rollout_policies.RolloutPolicy (e.g. "
@@ -478,20 +478,6 @@ def _rollouts_from_actor(learner_rollouts: str,
                   not isinstance(model, imagination_lib.CopyModel))
 
 
-def check_model_fits(spec: envmodels.EnvModelSpec, num_actions: int,
-                     observation_shape: Sequence[int]) -> None:
-  """Refuses an envmodel whose actions or frames differ from the env's."""
-  if (spec.num_actions != num_actions or
-      tuple(spec.observation_shape) != tuple(observation_shape)):
-    raise ValueError(
-        "the envmodel does not fit the environment: the model's spec has "
-        f"num_actions={spec.num_actions}, observation_shape="
-        f"{tuple(spec.observation_shape)} (spec {spec}); the environment has "
-        f"num_actions={num_actions}, observation_shape="
-        f"{tuple(observation_shape)}. Pretrain the model on data collected "
-        "under the agent's protocol (python -m i2a.collect / i2a.pretrain).")
-
-
 def _check_frozen(model: Any, prior: Optional[snt.Module]) -> None:
   allowed = ({v.ref() for v in prior.trainable_variables}
              if prior is not None else set())
@@ -520,17 +506,11 @@ def make_envmodel(config: ml_collections.ConfigDict,
           "network.model='oracle' queries the emulator, not an export, but "
           f"config.envmodel is {config.envmodel!r}; drop --config.envmodel "
           "(or choose network.model='pretrained' to use that export).")
-    # Imported here: importing envmodels.oracle registers the 'oracle' kind.
-    from envmodels import oracle  # pylint: disable=import-outside-toplevel
-    from i2a.environments import (  # pylint: disable=import-outside-toplevel
-        Protocol, make_env)
-    protocol = Protocol.from_json(config.protocol.to_dict())
-    env_fn = functools.partial(make_env, protocol)
-    probe = env_fn()
-    spec = oracle.spec_for_env(probe, jump=net.oracle_jump,
-                               context_length=config.context_length)
-    probe.close()
-    return oracle.OracleModel(spec, env_fn=env_fn, seed=config.seed)
+    from i2a.environments import Protocol  # pylint: disable=import-outside-toplevel
+    return builder.make_oracle(Protocol.from_json(config.protocol.to_dict()),
+                               jump=net.oracle_jump,
+                               context_length=config.context_length,
+                               seed=config.seed)
   if envmodel is None:
     if not config.envmodel:
       raise ValueError(

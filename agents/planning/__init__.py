@@ -10,9 +10,10 @@ i2a/run/plan.py; config: configs/agents/planning.py; guide:
 docs/planning.md.
 """
 
+from agents.builder import make_oracle  # the emulator oracle, for planning too
 from agents.planning.cem import CEMResult, categorical_cem
 from agents.planning.planner import (CEMPlanner, Plan, PlannerConfig,
-                                     UniformRandomPolicy, make_oracle)
+                                     UniformRandomPolicy)
 
 __all__ = [
     "CEMResult", "categorical_cem", "CEMPlanner", "Plan", "PlannerConfig",

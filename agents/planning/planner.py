@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
+from agents.acting import uniform_actions
 from agents.planning import cem
 
 SELECT_MODES = ("best", "mode")
@@ -103,7 +104,7 @@ class CEMPlanner:
 
   Args:
     model: an envmodels.EnvModel (envmodels.load(...)), or the emulator
-      oracle (envmodels.oracle.OracleModel, see `make_oracle`).
+      oracle (envmodels.oracle.OracleModel, see agents.builder.make_oracle).
     config: PlannerConfig.
     seed: seeds the CEM's sampling (the model's own noise comes from the
       seed it was loaded with).
@@ -261,23 +262,4 @@ class UniformRandomPolicy:
   def act(self, context: Optional[np.ndarray] = None,
           envs: Optional[Sequence[Any]] = None) -> np.ndarray:
     count = len(context) if context is not None else len(envs)
-    return self._rng.integers(0, self.num_actions, size=(count, 1),
-                              dtype=np.int32)
-
-
-def make_oracle(protocol: Any, jump: int = 1, seed: int = 0,
-                capacity: int = 4096) -> envmodels.EnvModel:
-  """The emulator oracle for environments of `protocol` (an
-  i2a.environments.Protocol), c = `jump` primitive actions per model step."""
-  # Imported here: importing envmodels.oracle registers the 'oracle' kind,
-  # which suites that build every registered kind cannot build.
-  from envmodels import oracle  # pylint: disable=import-outside-toplevel
-  from i2a import environments  # pylint: disable=import-outside-toplevel
-  env_fn = functools.partial(environments.make_env, protocol)
-  probe = env_fn()
-  try:
-    spec = oracle.spec_for_env(probe, jump=jump)
-  finally:
-    probe.close()
-  return oracle.OracleModel(spec, env_fn=env_fn, seed=seed,
-                            capacity=capacity)
+    return uniform_actions(self.num_actions, count, self._rng)[:, None]

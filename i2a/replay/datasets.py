@@ -1,12 +1,12 @@
-"""Batches of jumpy windows: from a dataset on disk or from Reverb.
+"""Batches of jumpy windows from a dataset on disk (model pretraining).
 
-Both yield dicts of batched windows (episodes.py's convention), as tensors:
+Batches are dicts of windows (episodes.py's convention), as tensors:
   observation uint8 [B, L, H, W, C], action int32 [B, L, c],
   reward float32 [B, L], discount float32 [B, L].
-From disk (`sampled_batches`, `evaluation_batches`), frames are read through
-the split's memory-mapped window cache (cache.py) and batches are gathered
-by background threads ahead of the train step (`Batches`); from Reverb,
-`reverb_sequences` is a tf.data pipeline.
+Frames are read through the split's memory-mapped window cache (cache.py)
+and batches are gathered by background threads ahead of the train step
+(`Batches`): uniformly sampled for training (`sampled_batches`), a fixed
+held-out set for evaluation (`evaluation_batches`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import threading
 from typing import Any, Deque, Dict, Iterable, Iterator, Optional
 
 import numpy as np
-import reverb
 import tensorflow as tf
 
-from i2a.replay import cache, episodes, files, tables
+from i2a.replay import cache, episodes, files
 from i2a.replay.episodes import WindowSampler
 
 
@@ -242,15 +241,3 @@ def evaluation_batches(sampler: WindowSampler, batch_size: int,
   return Batches(sampler, (ids[i:i + batch_size]
                            for i in range(0, count, batch_size)),
                  workers=workers, read_ahead=read_ahead)
-
-
-def reverb_sequences(server_address: str, batch_size: int,
-                     table: str = tables.SEQUENCES,
-                     max_in_flight: int = 2) -> tf.data.Dataset:
-  """Batches sampled from a Reverb `sequences` table (uses its signature)."""
-  dataset = reverb.TrajectoryDataset.from_table_signature(
-      server_address=server_address, table=table,
-      max_in_flight_samples_per_worker=max_in_flight * batch_size)
-  dataset = dataset.map(lambda sample: sample.data)
-  return dataset.batch(batch_size, drop_remainder=True).prefetch(
-      tf.data.AUTOTUNE)

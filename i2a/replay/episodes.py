@@ -84,20 +84,18 @@ def aligned_empty(shape: Sequence[int], dtype=np.uint8) -> np.ndarray:
   return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
-def window_starts(episode_length: int, length: int, jump: int,
-                  every: int = 1) -> range:
+def window_starts(episode_length: int, length: int, jump: int) -> range:
   """The one rule of which jumpy windows an episode has: the primitive steps
-  s at which a window of `length` jumpy steps of `jump` starts. A window
-  ends inside its episode (s + jump * (length - 1) < episode_length, so it
-  never crosses an episode boundary), and starts are taken every `every`
-  primitive steps from the episode's first. The window sampler cuts one at
-  every step (every=1, `WindowSampler`); the Reverb writer one every
-  `stride` jumpy steps (every = stride * jump, i2a/replay/writers.py).
-  episode_length counts observations (primitive steps + 1)."""
-  if length < 1 or jump < 1 or every < 1:
-    raise ValueError("window length, jump and every must be >= 1, given "
-                     f"{length}, {jump}, {every}.")
-  return range(0, max(0, episode_length - jump * (length - 1)), every)
+  s at which a window of `length` jumpy steps of `jump` starts, one at every
+  step from the episode's first, each ending inside its episode
+  (s + jump * (length - 1) < episode_length, so no window crosses an episode
+  boundary). `WindowSampler` numbers its windows by it, whether its frames
+  sit in RAM or in the window cache. episode_length counts observations
+  (primitive steps + 1)."""
+  if length < 1 or jump < 1:
+    raise ValueError("window length and jump must be >= 1, given "
+                     f"{length}, {jump}.")
+  return range(0, max(0, episode_length - jump * (length - 1)))
 
 
 def num_window_starts(episode_length: int, length: int, jump: int) -> int:

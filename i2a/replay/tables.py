@@ -1,10 +1,9 @@
-"""Reverb tables, servers and clients: where experience lives.
+"""Reverb tables, servers and clients: where the agents' experience lives.
 
-Three tables, each with a signature so the server refuses malformed items:
-  sequences  uniform sampling; windows of L = context_length + T jumpy steps
-             (observation, action, reward, discount) for model pretraining;
+Two tables, each with a signature so the server refuses malformed items:
   unrolls    a queue of fixed-length on-policy agent unrolls;
   variables  max_size 1: the learner's latest weights, pulled by actors.
+Model pretraining reads the dataset on disk, not Reverb (docs/datasets.md).
 `start_server` runs an embedded server in this process; `connect` reaches an
 external one (`--reverb_address=HOST:PORT`) and fails with a clear error
 within a bounded time if nothing answers.
@@ -12,39 +11,13 @@ within a bounded time if nothing answers.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import reverb
 import tensorflow as tf
 
-SEQUENCES = "sequences"
 UNROLLS = "unrolls"
 VARIABLES = "variables"
-
-
-def sequence_signature(observation_shape: Tuple[int, int, int], length: int,
-                       jump: int) -> Dict[str, tf.TensorSpec]:
-  """The item signature of the `sequences` table (one window, no batch axis)."""
-  return {
-      "observation": tf.TensorSpec([length, *observation_shape], tf.uint8,
-                                   "observation"),
-      "action": tf.TensorSpec([length, jump], tf.int32, "action"),
-      "reward": tf.TensorSpec([length], tf.float32, "reward"),
-      "discount": tf.TensorSpec([length], tf.float32, "discount"),
-  }
-
-
-def sequences_table(signature: Dict[str, tf.TensorSpec], max_size: int,
-                    min_size_to_sample: int = 1,
-                    name: str = SEQUENCES) -> reverb.Table:
-  """Uniform sampling, FIFO eviction; windows for model pretraining."""
-  return reverb.Table(
-      name=name,
-      sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(),
-      max_size=max_size,
-      rate_limiter=reverb.rate_limiters.MinSize(min_size_to_sample),
-      signature=signature)
 
 
 def unrolls_table(signature: Dict[str, tf.TensorSpec], max_size: int,

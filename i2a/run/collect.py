@@ -3,9 +3,9 @@
 `run(config, workdir)` is the runtime of `python -m i2a.collect`.
 
 Data flow (README.md): `collect_split` runs `policy` on `make_vector_env`
-and sends every environment's steps to two sinks: whole episodes to a
-`files.SplitWriter` (the dataset on disk) and, when a Reverb client is given,
-jumpy windows to the `sequences` table through one `SequenceAdder` per env.
+and writes every environment's whole episodes to a `files.SplitWriter`: the
+dataset on disk that `python -m i2a.pretrain` and `i2a.evaluate_models`
+read (docs/datasets.md says why there is no Reverb stream besides it).
 Episodes never mix: each env has its own buffer, closed at its episode's end
 (same-step autoreset gives the final observation in info['final_obs']).
 
@@ -33,13 +33,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import gymnasium as gym
 import ml_collections
 import numpy as np
-import reverb
 from absl import logging
 
+from agents.acting import uniform_actions
 from i2a import environments, runs
 from i2a.environments import Protocol
 from i2a.progress import Progress
-from i2a.replay import files, tables, writers
+from i2a.replay import files
 from i2a.replay.episodes import EpisodeBuffer
 
 RANDOM = "random"
@@ -93,8 +93,9 @@ class FunctionPolicy(Policy):
 
 
 def uniform_random_policy(num_actions: int) -> PolicyFn:
+  """'random': agents.acting.uniform_actions for every env."""
   def policy(observations: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(0, num_actions, len(observations))
+    return uniform_actions(num_actions, len(observations), rng)
   return policy
 
 
@@ -119,7 +120,7 @@ class EpsilonMixed(Policy):
                rng: np.random.Generator) -> np.ndarray:
     actions = np.asarray(self.policy(observations, rng))
     explore = rng.random(len(actions)) < self.epsilon
-    uniform = rng.integers(0, self.num_actions, len(actions))
+    uniform = uniform_actions(self.num_actions, len(actions), rng)
     return np.where(explore, uniform, actions).astype(actions.dtype)
 
   def observe(self, observations: np.ndarray,
@@ -175,17 +176,10 @@ class AgentPolicy(Policy):
     self._windows.push(np.asarray(observations), np.asarray(new_episode))
 
 
-@dataclasses.dataclass(frozen=True)
-class SequenceSpec:
-  """Windows streamed to the `sequences` table: L = context_length + T."""
-  context_length: int = 3
-  T: int = 10  # pylint: disable=invalid-name  (the paper's T)
-  jump: int = 1
-  stride: int = 1
-
-  @property
-  def length(self) -> int:
-    return self.context_length + self.T
+# Fields of configs/collect.py that fed the Reverb `sequences` stream, retired
+# (docs/datasets.md): they never changed the dataset on disk, so a workdir
+# whose config.json still holds them resumes.
+RETIRED_FIELDS = ("sequence", "reverb_max_size")
 
 
 @dataclasses.dataclass
@@ -193,7 +187,6 @@ class SplitStats:
   steps: int
   episodes: int
   complete_episodes: int
-  items: int
   steps_per_s: float
   mean_return: float
 
@@ -201,17 +194,15 @@ class SplitStats:
 def collect_split(protocol: Protocol, split_dir: Optional[str], num_steps: int,
                   num_envs: int, seed: int, policy: Union[Policy, PolicyFn],
                   metadata: Optional[dict] = None,
-                  client: Optional[reverb.Client] = None,
-                  sequence: SequenceSpec = SequenceSpec(),
                   steps_per_shard: int = 20_000,
                   progress_name: str = "collect",
                   asynchronous: bool = False,
                   envs: Optional[gym.vector.VectorEnv] = None) -> SplitStats:
   """Runs `num_steps` primitive steps (over all envs) and records them.
 
-  With `split_dir` None nothing is written to disk (Reverb only, e.g. for
-  benchmarks); with `client` None nothing goes to Reverb. `envs` replaces
-  the protocol's vector env (tests pass fakes; it must autoreset SAME_STEP).
+  With `split_dir` None nothing is written (benchmarks measure the
+  stepping alone). `envs` replaces the protocol's vector env (tests pass
+  fakes; it must autoreset SAME_STEP).
   `policy` draws its random numbers from one generator seeded with `seed`.
   """
   if num_steps < num_envs:
@@ -226,12 +217,6 @@ def collect_split(protocol: Protocol, split_dir: Optional[str], num_steps: int,
   observations, _ = envs.reset(seed=seed)
   policy.start(observations, envs)
   buffers = [EpisodeBuffer(observations[i]) for i in range(num_envs)]
-  adders: List[writers.SequenceAdder] = []
-  if client is not None:
-    adders = [writers.SequenceAdder(client, sequence.length, sequence.jump,
-                                    sequence.stride) for _ in range(num_envs)]
-    for adder, observation in zip(adders, observations):
-      adder.observe_first(observation)
   returns = np.zeros(num_envs)
   finished_returns: List[float] = []
   progress = Progress(progress_name, num_steps, "steps")
@@ -253,17 +238,12 @@ def collect_split(protocol: Protocol, split_dir: Optional[str], num_steps: int,
         last = info["final_obs"][i] if done[i] else next_observations[i]
         discount = 0.0 if terminated[i] else 1.0
         buffers[i].add(actions[i], rewards[i], discount, last)
-        if adders:
-          adders[i].observe(actions[i], rewards[i], discount, last)
         if done[i]:
           if writer:
             writer.add(buffers[i].to_episode(complete=True))
           buffers[i] = EpisodeBuffer(next_observations[i])
           finished_returns.append(float(returns[i]))
           returns[i] = 0.0
-          if adders:
-            adders[i].end_episode()
-            adders[i].observe_first(next_observations[i])
       policy.observe(next_observations, done)
       observations = next_observations
       recent = finished_returns[-20:]
@@ -273,16 +253,12 @@ def collect_split(protocol: Protocol, split_dir: Optional[str], num_steps: int,
     for i in range(num_envs):
       if writer and len(buffers[i]) > 1:
         writer.add(buffers[i].to_episode(complete=False))
-    for adder in adders:
-      adder.end_episode()
-      adder.close()
   progress.close()
   return SplitStats(
       steps=progress.done,
       episodes=writer.num_episodes if writer else len(finished_returns),
       complete_episodes=(writer.num_complete_episodes if writer
                          else len(finished_returns)),
-      items=sum(a.items_created for a in adders),
       steps_per_s=progress.rate(),
       mean_return=float(np.mean(finished_returns)) if finished_returns
       else float("nan"))
@@ -366,7 +342,7 @@ def _policy_record(recorded: Any) -> Dict[str, Any]:
   return dict(recorded) if isinstance(recorded, dict) else {}
 
 
-def run(config, workdir: str, reverb_address: str = "") -> dict:
+def run(config, workdir: str) -> dict:
   """Collects the train and test splits; returns their manifests."""
   protocol = runs.protocol_from_config(config)
   if config.test_seed < config.seed + config.num_envs and (
@@ -375,53 +351,35 @@ def run(config, workdir: str, reverb_address: str = "") -> dict:
                      f"test seeds [{config.test_seed}, +{config.num_envs}) "
                      "overlap; pick disjoint config.seed and config.test_seed.")
   policy = make_policy(config, protocol)  # refuses a misfit agent up front
-  seq = config.sequence
-  sequence = SequenceSpec(seq.context_length, seq.T, seq.jump,
-                                     seq.stride)
-  server = None
-  if reverb_address:  # checked before the workdir is written
-    client = tables.connect(reverb_address)
-    tables.table_signature(client, tables.SEQUENCES)  # KeyError if missing
-  workdir = runs.prepare_workdir(workdir, config, protocol)
-  if not reverb_address:
-    signature = tables.sequence_signature(protocol.observation_shape,
-                                          sequence.length, sequence.jump)
-    server = tables.start_server(
-        [tables.sequences_table(signature, config.reverb_max_size)])
-    client = server.localhost_client()
+  workdir = runs.prepare_workdir(workdir, config, protocol,
+                                 ignore=RETIRED_FIELDS)
   dataset_dir = os.path.join(workdir, "dataset")
   manifests = {}
-  try:
-    for split, steps, seed in (("train", config.train_steps, config.seed),
-                               ("test", config.test_steps, config.test_seed)):
-      path = files.split_path(dataset_dir, split)
-      if os.path.exists(os.path.join(path, files.MANIFEST)):
-        manifest = files.read_manifest(path)
-        if (manifest.get("steps_requested") == steps and
-            Protocol.from_json(manifest["protocol"]) == protocol):
-          logging.info("%s split already collected: %s", split, path)
-          if _policy_record(manifest.get("policy")) != policy.record:
-            logging.warning(
-                "the %s split was collected by the policy %s, not by this "
-                "run's %s (e.g. the agent's newest checkpoint changed), so "
-                "the splits may come from different policies; delete %s to "
-                "collect it again.", split, manifest.get("policy"),
-                policy.record, path)
-          manifests[split] = manifest
-          continue
-      metadata = dict(split=split, protocol=protocol.to_json(),
-                      policy=policy.record, steps_requested=steps)
-      stats = collect_split(
-          protocol, path, steps, config.num_envs, seed, policy,
-          metadata=metadata, client=client, sequence=sequence,
-          steps_per_shard=config.steps_per_shard,
-          progress_name=f"collect {split}",
-          asynchronous=config.asynchronous)
-      logging.info("%s: %s", split, stats)
-      manifests[split] = files.read_manifest(path)
-  finally:
-    if server is not None:
-      server.stop()
+  for split, steps, seed in (("train", config.train_steps, config.seed),
+                             ("test", config.test_steps, config.test_seed)):
+    path = files.split_path(dataset_dir, split)
+    if os.path.exists(os.path.join(path, files.MANIFEST)):
+      manifest = files.read_manifest(path)
+      if (manifest.get("steps_requested") == steps and
+          Protocol.from_json(manifest["protocol"]) == protocol):
+        logging.info("%s split already collected: %s", split, path)
+        if _policy_record(manifest.get("policy")) != policy.record:
+          logging.warning(
+              "the %s split was collected by the policy %s, not by this "
+              "run's %s (e.g. the agent's newest checkpoint changed), so "
+              "the splits may come from different policies; delete %s to "
+              "collect it again.", split, manifest.get("policy"),
+              policy.record, path)
+        manifests[split] = manifest
+        continue
+    metadata = dict(split=split, protocol=protocol.to_json(),
+                    policy=policy.record, steps_requested=steps)
+    stats = collect_split(
+        protocol, path, steps, config.num_envs, seed, policy,
+        metadata=metadata, steps_per_shard=config.steps_per_shard,
+        progress_name=f"collect {split}", asynchronous=config.asynchronous)
+    logging.info("%s: %s", split, stats)
+    manifests[split] = files.read_manifest(path)
   print(f"dataset written to {dataset_dir} "
         f"(train {manifests['train']['steps']:,} steps, "
         f"test {manifests['test']['steps']:,} steps)", flush=True)

@@ -30,20 +30,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import ml_collections
 import numpy as np
 import tensorflow as tf
 
-from agents import builder
 from agents.acting import (FrameWindows, imagine_quietly, random_generators,
                            sample_actions)
 from agents.base import ActorCriticNetwork
 from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import MetricsLog
 from i2a.run import exports
-from i2a.run.train import CHECKPOINTS, envmodel_seed
+from i2a.run.train import CHECKPOINTS, role_envmodel, role_network
 
 EVAL = "eval"
 SCORES = "scores.json"
@@ -112,22 +111,14 @@ def build_agent(config: ml_collections.ConfigDict,
   export that moved). The process computes in the run's precision from
   then on (runs.use_precision)."""
   runs.use_precision(config)
-  num_actions = environments.num_actions(protocol)
-  observation_shape = tuple(protocol.observation_shape)
   export_dir = envmodel or config.envmodel
-  model = None
-  if export_dir:
-    if not os.path.isdir(export_dir):
-      raise ValueError(
-          f"the environment model export {export_dir!r} this agent was "
-          "trained with does not exist; pass --envmodel=EXPORT_DIR if it "
-          "moved (the same model: python -m i2a.pretrain's WORKDIR/export).")
-    model = builder.load_envmodel(export_dir, protocol, num_actions,
-                                  seed=envmodel_seed(config, "eval"))
-  network = builder.build_network(config, num_actions, observation_shape,
-                                  model)
-  builder.create_variables(network, observation_shape)
-  return network
+  if export_dir and not os.path.isdir(export_dir):
+    raise ValueError(
+        f"the environment model export {export_dir!r} this agent was "
+        "trained with does not exist; pass --envmodel=EXPORT_DIR if it "
+        "moved (the same model: python -m i2a.pretrain's WORKDIR/export).")
+  return role_network(config, protocol,
+                      role_envmodel(config, protocol, "eval", export_dir))
 
 
 def load_agent(config: ml_collections.ConfigDict,
@@ -298,26 +289,31 @@ class TrainingEvaluation:
                         self.greedy, seed=0)
 
 
-def uniform_random_returns(protocol: environments.Protocol, episodes: int,
-                           seed: int = 0) -> List[float]:
-  """The uniform random policy's returns on `evaluate`'s episode seeds: the
-  baseline that learning checks and benchmarks compare agents against."""
-  env = environments.make_env(protocol)
-  rng = np.random.default_rng(seed)
-  returns = []
-  try:
-    for i in range(episodes):
-      env.reset(seed=EVAL_SEED + seed + i)
-      total, done = 0.0, False
-      while not done:
-        _, reward, terminated, truncated, _ = env.step(
-            int(rng.integers(env.action_space.n)))
-        total += float(reward)
-        done = terminated or truncated
-      returns.append(total)
-  finally:
-    env.close()
-  return returns
+def episode_scores(returns: Sequence[float], lengths: Sequence[int],
+                   seeds: Sequence[int]) -> Dict[str, Any]:
+  """The scores.json entries every evaluation of episodes writes (this
+  runtime's and `python -m i2a.plan`'s): each episode's return, length and
+  seed, and the returns' mean, std, min and max."""
+  values = np.asarray(returns, np.float64)
+  return dict(returns=[float(r) for r in returns],
+              lengths=[int(n) for n in lengths], mean=float(values.mean()),
+              std=float(values.std()), min=float(values.min()),
+              max=float(values.max()), episodes=len(values),
+              seeds=[int(s) for s in seeds])
+
+
+def write_episode_video(out_dir: str, frames: Sequence[np.ndarray]
+                        ) -> Tuple[str, str]:
+  """OUT_DIR/episode_000.gif of `frames` (ready to show: upscaled, maybe
+  captioned) and OUT_DIR/episode_000.png, a strip of STRIP_FRAMES of them
+  evenly spaced; returns both paths."""
+  gif = os.path.join(out_dir, "episode_000.gif")
+  pictures.save_gif(gif, list(frames), duration_ms=80)
+  picks = np.unique(np.linspace(0, len(frames) - 1, STRIP_FRAMES).astype(int))
+  strip = os.path.join(out_dir, "episode_000.png")
+  pictures.save_png(strip, pictures.grid([np.stack([frames[i]
+                                                    for i in picks])]))
+  return gif, strip
 
 
 def evaluate(workdir: str, episodes: Optional[int] = None,
@@ -349,24 +345,16 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
   out_dir = os.path.join(eval_dir, STEP_DIR.format(step=step))
   os.makedirs(out_dir, exist_ok=True)
   video_all, video = result.frames, result.frames[:video_frames]
-  gif = os.path.join(out_dir, "episode_000.gif")
   captioned = pictures.episode_frames(video, result.actions, result.rewards,
                                       names)
-  pictures.save_gif(gif, captioned, duration_ms=80)
-  picks = np.unique(np.linspace(0, len(video) - 1, STRIP_FRAMES).astype(int))
-  strip = os.path.join(out_dir, "episode_000.png")
-  pictures.save_png(strip, pictures.grid([np.stack([captioned[i]
-                                                    for i in picks])]))
+  gif, strip = write_episode_video(out_dir, captioned)
   imagination_pngs = [
       dict(step=at, png=_draw_imagination(out_dir, at, imagined, video_all,
                                           network, config, names))
       for at, imagined in result.imaginations]
-  returns, lengths = result.returns, result.lengths
   scores = dict(
-      returns=returns, lengths=lengths, mean=float(np.mean(returns)),
-      std=float(np.std(returns)), min=float(np.min(returns)),
-      max=float(np.max(returns)), episodes=episodes, greedy=greedy,
-      seeds=result.seeds, checkpoint=checkpoint_path,
+      **episode_scores(result.returns, result.lengths, result.seeds),
+      greedy=greedy, checkpoint=checkpoint_path,
       checkpoint_step=step, env_steps=counters["env_steps"],
       frames=counters["env_steps"] * protocol.action_repeat,
       agent=config.agent, env_id=protocol.env_id,

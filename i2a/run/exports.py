@@ -8,7 +8,7 @@ the agent's on every field that changes the transitions
 transfer is deliberate, and the export's fingerprint is returned for the
 workdir's identity.json (i2a/runs.py `Identity`, under ENVMODEL_IDENTITY).
 The agents' own check of a loaded model against the environment (frame
-shape, action count) is agents.builder.check_envmodel_spec.
+shape, action count) is agents.builder.check_envmodel_fits.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def check_export(config: ml_collections.ConfigDict,
   config.allow_protocol_mismatch is True (a deliberate transfer: logged).
   An export whose protocol is unknown (written before provenance, outside
   a pretrain workdir) is accepted with a warning; its spec is still
-  checked against the environment by `check_envmodel_spec`."""
+  checked against the environment by `agents.builder.check_envmodel_fits`."""
   export_dir = export_dir or config.envmodel
   exported, source = export_protocol(export_dir)
   if exported is None:

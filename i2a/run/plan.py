@@ -8,11 +8,11 @@ with it (i2a/run/exports.py, `check_export`; config.allow_protocol_mismatch
 for a deliberate transfer), the model's spec must fit the environment
 (observation shape, action count), and a rerun in the workdir must use the
 same export (identity.json): all refused before anything is written or
-stepped. Then `num_envs`
-environments play `episodes` episodes (episode i seeded EPISODE_SEED +
-seed + i; each environment takes the next episode when its own ends), the
-planner choosing the actions of all running environments in one batch
-every model step (c primitive steps for a jumpy model). `config.policy =
+stepped. Then `num_envs` environments play `episodes` episodes (episode i
+seeded EVAL_SEED + seed + i, as `python -m i2a.evaluate` seeds them; each
+environment takes the next episode when its own ends), the planner
+choosing the actions of all running environments in one batch every model
+step (c primitive steps for a jumpy model). `config.policy =
 'random'` plays the uniform random policy instead, on the same seeds: the
 baseline.
 
@@ -41,15 +41,12 @@ from agents.planning import planner as planner_lib
 from i2a import environments, io_utils, pictures, runs
 from i2a.progress import Progress
 from i2a.run import exports
+from i2a.run.evaluate import EVAL_SEED, episode_scores, write_episode_video
 
 ORACLE = "oracle"
 POLICIES = ("cem", "random")
 EVAL = "eval"
 SCORES = "scores.json"
-# Episode i is seeded EPISODE_SEED + seed + i: the range i2a.run.evaluate
-# uses too, disjoint from the seeds of collection and training envs.
-EPISODE_SEED = 10_000_000
-STRIP_FRAMES = 12
 # Settings that change nothing about the experiment: a rerun in the same
 # workdir may change them.
 RERUNNABLE_FIELDS = ("episodes", "video_frames", "num_envs")
@@ -83,15 +80,15 @@ def load_model(config: ml_collections.ConfigDict,
         "WORKDIR/export) or --config.envmodel=oracle (the emulator); or "
         "--config.policy=random for the random baseline.")
   if export_dir == ORACLE:
-    return planner_lib.make_oracle(protocol, jump=config.oracle_jump,
-                                   seed=config.seed)
+    return builder.make_oracle(protocol, jump=config.oracle_jump,
+                               seed=config.seed)
   if not os.path.isdir(export_dir):
     raise ValueError(f"the environment model export {export_dir!r} does not "
                      "exist; pass --config.envmodel=DIR, the export of "
                      "python -m i2a.pretrain (WORKDIR/export), or 'oracle'.")
-  model = envmodels.load(export_dir, seed=config.seed)
-  builder.check_envmodel_spec(model.spec, protocol,
-                              environments.num_actions(protocol), export_dir)
+  model = builder.load_envmodel(export_dir, protocol,
+                                environments.num_actions(protocol),
+                                seed=config.seed)
   if model.spec.action_free:
     raise ValueError(
         f"the environment model {export_dir!r} is action-free (spec "
@@ -164,7 +161,7 @@ def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
                      f"and {num_envs}.")
   slots = [_Slot(environments.make_env(protocol))
            for _ in range(min(num_envs, episodes))]
-  seeds = [EPISODE_SEED + seed + i for i in range(episodes)]
+  seeds = [EVAL_SEED + seed + i for i in range(episodes)]
   returns: List[Optional[float]] = [None] * episodes
   lengths: List[Optional[int]] = [None] * episodes
   frames: List[np.ndarray] = []
@@ -247,16 +244,16 @@ def run_episodes(policy: Any, protocol: environments.Protocol, episodes: int,
   return stats
 
 
-def write_video(out_dir: str, frames: List[np.ndarray]) -> Tuple[str, str]:
-  """episode_000.gif and a PNG strip of STRIP_FRAMES of its frames."""
-  gif = os.path.join(out_dir, "episode_000.gif")
-  pictures.save_gif(gif, [pictures.upscale(f) for f in frames],
-                    duration_ms=80)
-  picks = np.unique(np.linspace(0, len(frames) - 1, STRIP_FRAMES).astype(int))
-  strip = os.path.join(out_dir, "episode_000.png")
-  pictures.save_png(strip, pictures.grid(
-      [pictures.upscale(np.stack([frames[i] for i in picks]))]))
-  return gif, strip
+def uniform_random_returns(protocol: environments.Protocol, episodes: int,
+                           seed: int = 0) -> List[float]:
+  """The uniform random policy's returns (planner_lib.UniformRandomPolicy
+  seeded `seed`, one environment) on `python -m i2a.evaluate`'s episode
+  seeds: the baseline that learning checks and benchmarks compare agents
+  against."""
+  policy = planner_lib.UniformRandomPolicy(environments.num_actions(protocol),
+                                           seed=seed)
+  return run_episodes(policy, protocol, episodes, num_envs=1, seed=seed,
+                      video_frames=0, name="random baseline").returns
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, Any]:
@@ -281,13 +278,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> Dict[str, Any]:
       model.close()  # the oracle's worker environment
   out_dir = io_utils.ensure_writable_dir(os.path.join(workdir, EVAL),
                                          "eval directory")
-  gif, strip = write_video(out_dir, stats.frames)
-  returns = np.asarray(stats.returns)
+  gif, strip = write_episode_video(
+      out_dir, [pictures.upscale(frame) for frame in stats.frames])
   scores = dict(
-      returns=stats.returns, lengths=stats.lengths,
-      mean=float(returns.mean()), std=float(returns.std()),
-      min=float(returns.min()), max=float(returns.max()),
-      episodes=len(stats.returns), seeds=stats.seeds,
+      **episode_scores(stats.returns, stats.lengths, stats.seeds),
       env_steps=stats.env_steps,
       plan_seconds_per_env_step=stats.plan_seconds_per_env_step,
       first_plan_seconds=stats.first_plan_seconds,

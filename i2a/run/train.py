@@ -47,6 +47,7 @@ import envmodels
 from envmodels import optimization
 from agents import builder, learning
 from agents.acting import Actor, Episode, imagine_quietly, unroll_signature
+from agents.base import ActorCriticNetwork
 from agents.variables import VariableClient, VariablePublisher
 from agents import variables as variables_lib
 from i2a import environments, io_utils, pictures, runs
@@ -108,8 +109,40 @@ def envmodel_seed(config: ml_collections.ConfigDict, role: str) -> int:
   return config.seed * 1_000_003 + {"learner": 1, "actor": 2, "eval": 3}[role]
 
 
+def role_envmodel(config: ml_collections.ConfigDict,
+                  protocol: environments.Protocol, role: str,
+                  export_dir: str = "", seed_offset: int = 0
+                  ) -> Optional[envmodels.EnvModel]:
+  """The envmodel copy of `role` (learner, actor or eval): the export
+  `export_dir` (default config.envmodel) loaded with the role's seed
+  (`envmodel_seed`, + 1000 * seed_offset for the distributed mode's actor
+  copies) and checked against the environment; None for a model-free run."""
+  export_dir = export_dir or config.envmodel
+  if not export_dir:
+    return None
+  return builder.load_envmodel(
+      export_dir, protocol, environments.num_actions(protocol),
+      seed=envmodel_seed(config, role) + 1_000 * seed_offset)
+
+
+def role_network(config: ml_collections.ConfigDict,
+                 protocol: environments.Protocol,
+                 envmodel: Optional[envmodels.EnvModel]
+                 ) -> ActorCriticNetwork:
+  """The network of config.agent over `envmodel` (a `role_envmodel`), its
+  variables created: what every role (learner, actor, evaluation) acts or
+  learns with."""
+  observation_shape = tuple(protocol.observation_shape)
+  network = builder.build_network(config, environments.num_actions(protocol),
+                                  observation_shape, envmodel)
+  builder.create_variables(network, observation_shape)
+  return network
+
+
 class Trainer:
-  """One training run in `workdir` (resumes what is there)."""
+  """One training run in `workdir` (resumes what is there): the embedded
+  server, learner and actor, and the `loop` (LearnerLoop) that runs them to
+  the budget and owns the counters, checkpoints and logs."""
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str):
     check_config(config)
@@ -121,16 +154,12 @@ class Trainer:
     # The envmodel is loaded and checked before anything is written, so a
     # refused model leaves no workdir behind to block the corrected run.
     runs.use_precision(config)
-    learner_model = actor_model = None
     identity = {}
     if config.envmodel:
       identity[exports.ENVMODEL_IDENTITY] = exports.check_export(
           config, self.protocol)
-      learner_model = builder.load_envmodel(
-          config.envmodel, self.protocol, self.num_actions,
-          seed=envmodel_seed(config, "learner"))
-      actor_model = envmodels.load(config.envmodel,
-                                   seed=envmodel_seed(config, "actor"))
+    learner_model = role_envmodel(config, self.protocol, "learner")
+    actor_model = role_envmodel(config, self.protocol, "actor")
     self.workdir = runs.prepare_workdir(workdir, config, self.protocol,
                                         ignore=RESUMABLE_FIELDS,
                                         legacy=LEGACY_VALUES,
@@ -145,9 +174,7 @@ class Trainer:
 
   def _build(self, learner_model, actor_model) -> None:
     config = self.config
-    network = builder.build_network(config, self.num_actions,
-                                    self.observation_shape, learner_model)
-    builder.create_variables(network, self.observation_shape)
+    network = role_network(config, self.protocol, learner_model)
     self.server = tables.start_server([
         tables.unrolls_table(
             unroll_signature(config.unroll_length, len(network.window_offsets),
@@ -173,9 +200,7 @@ class Trainer:
         reward_clipping=config.loss.reward_clipping,
         clip_norm=config.optimizer.clip_norm,
         publisher=publisher)
-    acting_network = builder.build_network(
-        config, self.num_actions, self.observation_shape, actor_model)
-    builder.create_variables(acting_network, self.observation_shape)
+    acting_network = role_network(config, self.protocol, actor_model)
     self.actor = Actor(
         acting_network,
         environments.make_vector_env(self.protocol, config.num_envs),
@@ -190,25 +215,8 @@ class Trainer:
         evaluator=evaluation.training_evaluation(config, self.protocol,
                                                  network))
 
-  # The loop's parts, under the names they always had.
-  env_steps = property(lambda self: self.loop.env_steps)
-  episodes = property(lambda self: self.loop.episodes)
-  checkpoint = property(lambda self: self.loop.checkpoint)
-  manager = property(lambda self: self.loop.manager)
-  log = property(lambda self: self.loop.log)
-  checkpoint_dir = property(lambda self: self.loop.checkpoint_dir)
-
   def close(self) -> None:
     self._exit.close()
-
-  def save(self) -> str:
-    return self.loop.save()
-
-  def restore(self) -> int:
-    return self.loop.restore()
-
-  def plot_learning_curve(self) -> Optional[str]:
-    return self.loop.plot_learning_curve()
 
   def train(self) -> Dict[str, Any]:
     """Trains to config.env_steps (resuming); returns a summary."""

@@ -29,6 +29,7 @@ from i2a.metrics import read_column
 from i2a.replay import datasets, files
 from i2a.run import collect as collection
 from i2a.run import evaluate as evaluation
+from i2a.run import plan as planning
 from i2a.run import pretrain as pretraining
 from i2a.run import train as training
 
@@ -118,7 +119,7 @@ def _train_and_beat_random(config, workdir):
   MARGIN over the uniform random policy on the same episodes (as in
   tests/agents/test_training.py)."""
   config.log_every = 250
-  random_mean = float(np.mean(evaluation.uniform_random_returns(
+  random_mean = float(np.mean(planning.uniform_random_returns(
       runs.protocol_from_config(config), EPISODES)))
   summary = training.run(config, workdir)
   assert np.isfinite(read_column(os.path.join(workdir, "metrics.csv"),

@@ -400,8 +400,8 @@ def test_models_that_do_not_fit_are_refused_with_both_specs(exports):
   model = load(exports)
   with pytest.raises(ValueError) as error:
     networks.make_network(tiny_config(), 4, FRAME, envmodel=model)
-  assert "num_actions=5" in str(error.value)
-  assert "num_actions=4" in str(error.value)
+  assert "'num_actions': 5" in str(error.value)
+  assert "'num_actions': 4" in str(error.value)
   with pytest.raises(ValueError) as error:
     networks.make_network(tiny_config(), NUM_ACTIONS, (16, 16, 3),
                           envmodel=model)

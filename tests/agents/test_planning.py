@@ -17,9 +17,11 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
+from agents import acting, builder
 from agents.planning import cem, planner as planner_lib
 from configs.agents import planning as planning_config
 from i2a import environments
+from i2a.run import evaluate as evaluation
 from i2a.run import plan as running
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -199,7 +201,7 @@ def test_the_planner_plans_jumpy_steps_with_every_learned_kind(kind):
 
 
 def test_the_oracle_planner_beats_the_random_policy_on_minipacman_avoid():
-  oracle = planner_lib.make_oracle(AVOID)
+  oracle = builder.make_oracle(AVOID)
   planner = planner_lib.CEMPlanner(oracle, planner_lib.PlannerConfig(
       horizon=4, population=16, iterations=2, num_elites=4), seed=0)
   planned = running.run_episodes(planner, AVOID, episodes=4, num_envs=4)
@@ -216,6 +218,33 @@ def test_the_oracle_planner_beats_the_random_policy_on_minipacman_avoid():
   assert planned_mean >= random_mean + 5.0
   assert planned.plan_seconds > 0 and planned.env_steps == sum(
       planned.lengths)
+
+
+def test_the_random_baseline_plays_evaluate_s_seeds_with_one_action_stream():
+  """The uniform random policy draws its actions in one place
+  (agents.acting.uniform_actions): the planner's baseline, replayed on
+  `python -m i2a.evaluate`'s episode seeds, gets exactly the returns of a
+  plain loop drawing one action at a time from a generator seeded alike."""
+  returns = running.uniform_random_returns(AVOID, episodes=3, seed=2)
+  env = environments.make_env(AVOID)
+  rng = np.random.default_rng(2)
+  expected = []
+  for i in range(3):
+    env.reset(seed=evaluation.EVAL_SEED + 2 + i)
+    total, done = 0.0, False
+    while not done:
+      _, reward, terminated, truncated, _ = env.step(int(rng.integers(5)))
+      total, done = total + reward, terminated or truncated
+    expected.append(total)
+  env.close()
+  assert returns == pytest.approx(expected, abs=1e-9)
+  actions = acting.uniform_actions(5, 6, np.random.default_rng(7))
+  assert actions.dtype == np.int32 and actions.shape == (6,)
+  np.testing.assert_array_equal(
+      actions, np.random.default_rng(7).integers(0, 5, 6))
+  policy = planner_lib.UniformRandomPolicy(5, seed=7)
+  np.testing.assert_array_equal(policy.act(np.zeros((6, 1, 2, 2, 3))),
+                                actions[:, None])
 
 
 # -- Learned models: the binary, the docs example, bad input ------------------

@@ -23,6 +23,7 @@ from i2a import environments, io_utils, pictures, runs
 from i2a.metrics import read_column, read_summaries
 from i2a.run import evaluate as evaluation
 from i2a.run import exports
+from i2a.run import plan as planning
 from i2a.run import train as training
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -127,7 +128,7 @@ def test_a_partial_newest_checkpoint_is_skipped_on_resume(trained, tmp_path):
     f.truncate(10)
   trainer = training.Trainer(_config(6), workdir)
   try:
-    assert trainer.restore() == 3
+    assert trainer.loop.restore() == 3
     assert trainer.actor.env_steps == 18
     # The evaluation at learner step 4 is after the restored checkpoint.
     assert read_column(os.path.join(workdir, "eval.csv"),
@@ -193,6 +194,28 @@ def test_a_changed_config_is_refused_on_resume(trained, tmp_path):
   config.loss.entropy_coef = 0.5
   with pytest.raises(ValueError, match=r"loss.entropy_coef"):
     training.Trainer(config, workdir)
+
+
+def test_every_role_builds_its_network_and_envmodel_copy_one_way(tmp_path):
+  """role_envmodel / role_network: what the learner, the actor and the
+  evaluation act or learn with; each role's copy of the envmodel is its
+  own and checked against the environment."""
+  config = _config(1)
+  protocol = runs.protocol_from_config(config)
+  assert training.role_envmodel(config, protocol, "actor") is None
+  network = training.role_network(config, protocol, None)
+  assert network.learnable_variables  # created
+  config = _config(1, agent=MODEL_BASED, envmodel=_export(tmp_path / "e"))
+  copies = {role: training.role_envmodel(config, protocol, role)
+            for role in ("learner", "actor", "eval")}
+  assert len({id(model) for model in copies.values()}) == 3
+  assert all(not m.trainable_variables for m in copies.values())  # frozen
+  assert training.role_network(config, protocol,
+                               copies["actor"]).learnable_variables
+  misfit = _config(1, agent=MODEL_BASED, envmodel=_export(
+      tmp_path / "misfit", num_actions=4))
+  with pytest.raises(ValueError, match="does not match the environment"):
+    training.role_envmodel(misfit, protocol, "actor")
 
 
 def test_an_envmodel_that_does_not_match_the_environment_is_refused(
@@ -380,7 +403,7 @@ def test_a2c_beats_the_random_policy_on_minipacman_avoid(tmp_path):
   config.env_steps = 240_000
   config.log_every = 250
   workdir = str(tmp_path / "a2c")
-  random_mean = np.mean(evaluation.uniform_random_returns(
+  random_mean = np.mean(planning.uniform_random_returns(
       runs.protocol_from_config(config), 100))
   summary = training.run(config, workdir)
   scores = evaluation.evaluate(workdir, episodes=100)
@@ -503,12 +526,12 @@ def test_a_non_finite_network_is_never_checkpointed(tmp_path):
   trainer = training.Trainer(_config(3), str(tmp_path / "run"))
   try:
     trainer.train()
-    newest = trainer.manager.latest_checkpoint
+    newest = trainer.loop.manager.latest_checkpoint
     variable = trainer.learner.network.trainable_variables[0]
     variable.assign(np.full(variable.shape, np.nan, np.float32))
     with pytest.raises(FloatingPointError, match="refusing to checkpoint"):
-      trainer.save()
-    assert trainer.manager.latest_checkpoint == newest
+      trainer.loop.save()
+    assert trainer.loop.manager.latest_checkpoint == newest
   finally:
     trainer.close()
 
