@@ -32,7 +32,9 @@ Ray cluster this driver started is shut down.
 
 Ray is optional (`pip install -e .[ray]`): it is imported only here, and
 only when this backend runs (`import_ray`). Every address of a local
-cluster is loopback (127.0.0.1).
+cluster is loopback (127.0.0.1). Ray ships this module's code to its
+workers by value, so they run `RoleProcess` without importing the i2a
+package (and TensorFlow with it).
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
 # listens on all interfaces). Read when ray is imported.
 CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 EXIT_SERVER_LOST = 75  # i2a.run.distributed.EXIT_SERVER_LOST (no TF here)
+# What RoleProcess uses of i2a, as values: Ray ships this module's classes
+# and functions by value (`_ship_by_value`), so a Ray worker never imports
+# the i2a package (which loads TensorFlow: about 450 MB per worker).
+_LAUNCHER_PID_ENV = launching.LAUNCHER_PID_ENV
 SERVER_BUNDLE, LEARNER_BUNDLE = 0, 1
 
 
@@ -119,7 +125,7 @@ class RoleProcess:
     """Starts the role and waits for it; its exit code if it ended for
     good, else ends this worker so that Ray restarts the actor."""
     env = {**os.environ, **self._env,
-           launching.LAUNCHER_PID_ENV: str(os.getpid())}
+           _LAUNCHER_PID_ENV: str(os.getpid())}
     with self._lock:
       if self._stopping:
         return 0
@@ -159,6 +165,13 @@ class RoleProcess:
       self._stopping = True
       if self._popen is not None and self._popen.poll() is None:
         self._popen.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+
+
+def _ship_by_value(ray) -> None:
+  """Ray pickles this module's classes and functions by value: its workers
+  run RoleProcess without importing i2a (RoleProcess and the functions it
+  calls use only the standard library, Ray and module-level constants)."""
+  ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def node_address() -> str:
@@ -267,6 +280,7 @@ class RayLauncher:
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import (
         PlacementGroupSchedulingStrategy)
+    _ship_by_value(ray)
     gpus = ray.cluster_resources().get("GPU", 0)
     learner_bundle = {"CPU": 1, **({"GPU": 1} if gpus else {})}
     group = placement_group([{"CPU": 1}, learner_bundle],
