@@ -427,6 +427,9 @@ class RayLauncher:
     code = 1
     try:
       ray = self._init_ray()
+      # ray.init replaced the SIGTERM handler (with a sys.exit): ours again.
+      for signum in previous:
+        signal.signal(signum, self._on_signal)
       self._say(f"Ray ready in {time.monotonic() - start:.1f}s")
       self._start_roles(ray)
       self._write_status()
