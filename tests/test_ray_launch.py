@@ -72,6 +72,22 @@ def test_ray_flags_that_do_not_fit_are_refused(tmp_path):
   assert code != 0 and "--ray_address=auto needs --backend=ray" in output
 
 
+def test_which_ends_of_a_role_ray_restarts():
+  from i2a.run import ray_backend  # imports no Ray
+  restarts = ray_backend.restarts_after
+  for role in ("server", "actor"):  # any end but a requested stop
+    assert restarts(role, -signal.SIGKILL, stopping=False)
+    assert restarts(role, 0, stopping=False)
+    assert restarts(role, 1, stopping=False)
+    assert not restarts(role, -signal.SIGTERM, stopping=True)
+  assert restarts("learner", -signal.SIGKILL, stopping=False)
+  assert restarts("learner", distributed.EXIT_SERVER_LOST, stopping=False)
+  assert not restarts("learner", 0, stopping=False)  # training done
+  assert not restarts("learner", 1, stopping=False)  # an error
+  assert not restarts("learner", -signal.SIGKILL, stopping=True)
+  assert ray_backend.EXIT_SERVER_LOST == distributed.EXIT_SERVER_LOST
+
+
 # -- Losing the server (in-process Reverb servers) ----------------------------------
 
 def _server(port):

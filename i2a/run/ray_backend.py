@@ -81,6 +81,21 @@ def import_ray(local: bool = False):
   return ray
 
 
+def restarts_after(role: str, code: int, stopping: bool) -> bool:
+  """Whether a role process's end (its exit code; < 0: killed by that
+  signal) calls for a restart by Ray.
+
+  Not when it was asked to stop. The learner's exit 0 is the end of
+  training, and its other exits but a lost server's are errors a restart
+  would repeat: the driver decides. Any other end is restarted.
+  """
+  if stopping:
+    return False
+  if role == "learner":
+    return code < 0 or code == EXIT_SERVER_LOST
+  return True
+
+
 class RoleProcess:
   """One role process under a Ray actor (decorated by `ray.remote` at run
   time: Ray is optional)."""
@@ -148,8 +163,7 @@ class RoleProcess:
       if log is not None:
         log.close()
     code = self._popen.wait()
-    if self._stopping or code == 0 or (
-        self.role == "learner" and code > 0 and code != EXIT_SERVER_LOST):
+    if not restarts_after(self.role, code, self._stopping):
       return code
     how = (f"was killed by signal {-code}" if code < 0
            else f"exited with code {code}")
