@@ -46,7 +46,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import ml_collections
 import numpy as np
@@ -231,16 +231,18 @@ class ServerWatch:
   dataset) block while the server is gone and carry on once it answers on
   the same address.
 
-  A server that answers after a loss with a fresh `unrolls` table (its
-  insert count went down) was *restarted*: the unrolls the old one held
-  are gone. Their number is the queue's size at the last check (a lower
-  bound: a check is at most `interval_s` old), counted in `unrolls_lost`.
-  `on_restart()` is then called (the learner republishes its weights).
+  A server that answers with fresh tables (the `unrolls` insert count went
+  down, or the weights it held are gone) was *restarted*: the unrolls the
+  old one held are gone. Their number is the queue's size at the last
+  check (a lower bound: that check is one interval of the role's checks
+  old), counted in `unrolls_lost`. `on_restart()` is then called (the
+  learner republishes its weights).
   """
 
   def __init__(self, client: reverb.Client, address: str, name: str, *,
                give_up_after_s: float = CONNECT_TIMEOUT_S,
-               on_restart=None, timeout_s: int = 2):
+               on_restart: Optional[Callable[[], None]] = None,
+               timeout_s: int = 2):
     self._client = client
     self.address = address
     self._name = name
@@ -249,7 +251,7 @@ class ServerWatch:
     self._timeout_s = timeout_s
     self.losses = 0  # times the server stopped answering
     self.restarts = 0  # times it came back with fresh tables
-    self.attempts = 0  # reconnection attempts, all losses together
+    self.attempts = 0  # failed reconnection attempts, all losses together
     self.unrolls_lost = 0  # in the queue of a server that restarted
     self.lost_since: Optional[float] = None  # None: the server answers
     self._attempt = 0  # of the current loss
