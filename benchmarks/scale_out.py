@@ -1,11 +1,16 @@
-"""Scale-out: env steps/s with 1, 2 and 4 actor processes vs the embedded mode.
+"""Scale-out: env steps/s with 1, 2 and 4 actors vs the embedded mode, with
+both launchers (the local supervisor and the Ray backend).
 
 Each row trains the same config (default: A2C, minipacman preset: 16 envs x
 5-step unrolls, batch 16) for `--seconds` of wall time after a warm-up:
   embedded   i2a/run/train.py's Trainer in this process: actor and learner
              alternate (python -m i2a.train);
-  N actors   python -m i2a.launch --num_actors=N: a Reverb server, N actor
-             processes and a learner process on this machine.
+  launch N   python -m i2a.launch --num_actors=N: a Reverb server, N actor
+             processes and a learner process on this machine, started and
+             supervised by the local launcher;
+  ray N      the same with --backend=ray: the same role processes under Ray
+             actors, on a Ray cluster of this machine started on 127.0.0.1
+             (usage statistics off) by the launch (--backends picks).
 Reported per row, over the timed part (from the learner's metrics.csv):
   env steps/s          environment steps the learner trained on, per second
   learner steps/s      updates per second
@@ -14,12 +19,16 @@ Reported per row, over the timed part (from the learner's metrics.csv):
                        (distributed: measured in the dataset; embedded: the
                        actor's turn) or in logging
   data wait            fraction of wall time the learner waited for unrolls
+  start-up s           (launches) from the command to the learner's first
+                       logged row (log_every = 25 updates): processes, Ray,
+                       TensorFlow, the first weights and unrolls
 Writes benchmarks/results/scale_out.json (or --output) and prints a
 markdown table. `--set KEY=VALUE` (repeatable) overrides a config field in
 every row, e.g. an I2A's envmodel export:
 
   python benchmarks/scale_out.py [--actors 1,2,4] [--seconds 40]
-      [--warmup_steps 50] [--no_embedded] [--config configs/agents/a2c.py:minipacman]
+      [--warmup_steps 50] [--no_embedded] [--backends local,ray]
+      [--config configs/agents/a2c.py:minipacman]
       [--set envmodel=RUN/dssm_det/export --set log_every=5] [--output FILE]
 """
 
@@ -159,30 +168,43 @@ def measure_embedded(spec: str, sets: Dict[str, str], seconds: float,
               learner_data_wait=acting / wall)
 
 
+def first_row_time(metrics: str) -> bool:
+  """Whether metrics.csv holds a complete logged row."""
+  return bool(rows_after(metrics, -1))
+
+
 def measure_launch(spec: str, sets: Dict[str, str], actors: int,
                    seconds: float,
-                   warmup_steps: int, startup_timeout_s: float = 300.0
-                   ) -> Dict[str, Any]:
+                   warmup_steps: int, startup_timeout_s: float = 300.0,
+                   backend: str = "local") -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
     workdir = os.path.join(tmpdir, "run")
     output = os.path.join(tmpdir, "launch.out")
     command = [sys.executable, "-m", "i2a.launch", f"--config={spec}",
-               f"--workdir={workdir}", f"--num_actors={actors}"] + [
+               f"--workdir={workdir}", f"--num_actors={actors}",
+               f"--backend={backend}"] + [
                    f"--config.{k}={v}"
                    for k, v in {**OVERRIDES, **sets}.items()]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               RAY_USAGE_STATS_ENABLED="0")
+    started = time.monotonic()
     with open(output, "wb") as out:
       launch = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
     metrics = os.path.join(workdir, "metrics.csv")
+    startup_s = None
     try:
       deadline = time.monotonic() + startup_timeout_s
       while not rows_after(metrics, warmup_steps):
+        if startup_s is None and first_row_time(metrics):
+          startup_s = time.monotonic() - started
         if launch.poll() is not None or time.monotonic() > deadline:
           with open(output, errors="replace") as f:
             raise RuntimeError(f"the launch did not warm up:\n"
                                f"{f.read()[-3000:]}")
         time.sleep(0.5)
+      if startup_s is None:
+        startup_s = time.monotonic() - started
       first = rows_after(metrics, warmup_steps)[0]["step"]
       time.sleep(seconds)
     finally:
@@ -190,7 +212,8 @@ def measure_launch(spec: str, sets: Dict[str, str], actors: int,
       launch.wait(timeout=120)
     rows = rows_after(metrics, first - 1)
     result = summarise(rows)
-  result.update(mode="launch", actors=actors)
+  result.update(mode="launch" if backend == "local" else backend,
+                actors=actors, startup_s=startup_s)
   return result
 
 
@@ -204,6 +227,8 @@ def main() -> None:
   parser.add_argument("--warmup_steps", type=int, default=50,
                       help="learner steps before timing starts")
   parser.add_argument("--no_embedded", action="store_true")
+  parser.add_argument("--backends", default="local,ray",
+                      help="launch backends to measure: local, ray or both")
   parser.add_argument("--set", action="append", default=[],
                       metavar="KEY=VALUE",
                       help="a config override for every row (repeatable)")
@@ -218,11 +243,16 @@ def main() -> None:
     print("measuring embedded ...", file=sys.stderr, flush=True)
     rows.append(measure_embedded(args.config, sets, args.seconds,
                                  args.warmup_steps))
-  for count in counts:
-    print(f"measuring {count} actor process(es) ...", file=sys.stderr,
-          flush=True)
-    rows.append(measure_launch(args.config, sets, count, args.seconds,
-                               args.warmup_steps))
+  backends = [b for b in args.backends.split(",") if b]
+  for backend in backends:
+    if backend not in ("local", "ray"):
+      raise SystemExit(f"--backends takes local and/or ray, given {backend!r}")
+  for count in counts:  # the backends side by side at each count
+    for backend in backends:
+      print(f"measuring {count} actor process(es), {backend} launcher ...",
+            file=sys.stderr, flush=True)
+      rows.append(measure_launch(args.config, sets, count, args.seconds,
+                                 args.warmup_steps, backend=backend))
   config = load_config(args.config, sets)
   report = dict(
       config=args.config, overrides=sets, num_envs=config.num_envs,
@@ -238,14 +268,15 @@ def main() -> None:
         f"{config.queue_size}; {os.cpu_count()} CPUs, load average "
         f"{load_before[0]:.1f} before\n")
   print("| mode | actor processes | env steps/s | learner steps/s | "
-        "learner utilisation | learner waiting for data |")
-  print("|---|---|---|---|---|---|")
+        "learner utilisation | learner waiting for data | start-up s |")
+  print("|---|---|---|---|---|---|---|")
   for r in rows:
     wait = r.get("learner_data_wait", float("nan"))
+    startup = r.get("startup_s")
     print(f"| {r['mode']} | {r['actors']} | {r['env_steps_per_s']:,.0f} | "
           f"{r['learner_steps_per_s']:,.1f} | "
           f"{r.get('learner_utilisation', float('nan')):.2f} | "
-          f"{wait:.2f} |")
+          f"{wait:.2f} | {'' if startup is None else f'{startup:.1f}'} |")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,12 @@ but the server needs the same I2A_WEIGHTS_KEY):
   python -m i2a.launch --role=actors --reverb_address=A:P --num_actors=N \
       --rank=R0 --workdir=LOGDIR --config=...      # N supervised actors
 
+On a Ray cluster (`pip install -e .[ray]`): the same roles as Ray actors,
+placed and restarted by Ray, the server's loss survived:
+  python -m i2a.launch --backend=ray [--ray_address=auto|HOST:PORT] \
+      --config=... --workdir=DIR --num_actors=N
+Without --ray_address it starts a Ray cluster of this machine on 127.0.0.1.
+
 Actors (and the server) run on the CPU: their processes see no GPU
 (CUDA_VISIBLE_DEVICES="") unless --actors_on_gpu; the learner gets the
 launcher's devices. --deterministic is passed on to every role.
@@ -41,6 +47,7 @@ from absl import app, flags
 from i2a import cli
 from i2a.run import launch as launching
 
+BACKENDS = ("local", "ray")
 ROLES = ("", "server", "learner", "actor", "actors", "check")
 
 _CONFIG = cli.DEFINE_config_file(
@@ -75,6 +82,17 @@ _ACTORS_ON_GPU = flags.DEFINE_bool(
     "actors_on_gpu", False, "Let the actor processes see the GPUs; by "
     "default they run on the CPU (CUDA_VISIBLE_DEVICES=\"\") and leave the "
     "GPUs to the learner.")
+_BACKEND = flags.DEFINE_enum(
+    "backend", "local", BACKENDS, "Who runs the roles: local (this "
+    "launcher starts and supervises processes on this machine; no "
+    "dependency) or ray (Ray actors on a Ray cluster: pip install -e "
+    ".[ray]; docs/distributed.md).")
+_RAY_ADDRESS = flags.DEFINE_string(
+    "ray_address", "", "--backend=ray: the Ray cluster to join, 'auto' or "
+    "HOST:PORT of its head; empty: start a local one on 127.0.0.1.")
+_RAY_ACTOR_CPUS = flags.DEFINE_float(
+    "ray_actor_cpus", 1.0, "--backend=ray: the CPUs each actor asks Ray "
+    "for.")
 flags.adopt_module_key_flags(cli)
 
 
@@ -90,6 +108,14 @@ def _supervise() -> int:
   if role == "actors":
     _require(bool(_REVERB_ADDRESS.value), "--role=actors needs "
              "--reverb_address=HOST:PORT of the server.")
+  if _BACKEND.value == "ray":
+    _require(role == "", f"--backend=ray runs every role itself; given "
+             f"--role={role}. Drop --role (or use --backend=local).")
+    _require(not _REVERB_ADDRESS.value, "--backend=ray starts its own "
+             "Reverb server (a Ray actor); drop --reverb_address.")
+  elif _RAY_ADDRESS.value:
+    raise app.UsageError(f"--ray_address={_RAY_ADDRESS.value} needs "
+                         "--backend=ray.")
   if role == "":
     # Everything the learner checks, checked before the launcher writes
     # logs/ into the workdir (in a child: the supervisor imports no TF).
@@ -99,6 +125,23 @@ def _supervise() -> int:
          *launching.config_arguments(sys.argv[1:])], check=False)
     if check.returncode:
       return check.returncode
+  if _BACKEND.value == "ray":
+    # pylint: disable=import-outside-toplevel
+    from i2a.run import ray_backend
+    try:
+      ray_backend.import_ray(local=not _RAY_ADDRESS.value)
+    except RuntimeError as e:
+      raise app.UsageError(str(e)) from e
+    return ray_backend.RayLauncher(
+        launching.config_arguments(sys.argv[1:]), _WORKDIR.value,
+        num_actors=_NUM_ACTORS.value, ray_address=_RAY_ADDRESS.value,
+        max_restarts=_MAX_RESTARTS.value,
+        shutdown_timeout_s=_SHUTDOWN_TIMEOUT_S.value,
+        connect_timeout_s=_CONNECT_TIMEOUT_S.value,
+        actors_on_gpu=_ACTORS_ON_GPU.value,
+        actor_cpus=_RAY_ACTOR_CPUS.value,
+        role_arguments=(["--deterministic"] if cli.DETERMINISTIC.value
+                        else [])).run()
   launcher = launching.Launcher(
       launching.config_arguments(sys.argv[1:]), _WORKDIR.value,
       num_actors=_NUM_ACTORS.value, port=_PORT.value or None,
@@ -163,7 +206,8 @@ def _run_role() -> int:
 def main(argv):
   del argv
   cli.start(_CONFIG, [_WORKDIR, _ROLE, _NUM_ACTORS, _REVERB_ADDRESS, _PORT,
-                      _RANK, _ACTORS_ON_GPU], devices=False)
+                      _RANK, _ACTORS_ON_GPU, _BACKEND, _RAY_ADDRESS],
+            devices=False)
   if _ROLE.value in ("", "actors"):
     sys.exit(_supervise())
   sys.exit(_run_role())

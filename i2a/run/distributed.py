@@ -23,7 +23,18 @@ writes its final checkpoint; a learner waiting for data is parked there
 (a Reverb client then blocks for ever). Either way the last update is
 saved.
 
-`python -m i2a.launch` (i2a/run/launch.py) runs these roles as processes.
+Losing the server (`ServerWatch`): actors and learner look at their server
+every second; when it stops answering they retry with exponential backoff
+(counted and logged) for up to `connect_timeout_s`, while Reverb's own
+clients wait and carry on once it answers again on the same address. A
+server that comes back restarted has empty tables: the learner counts the
+unrolls its queue held as lost (WORKDIR/server.json) and republishes its
+weights, so actors (blocked waiting for weights) act again. A server that
+does not come back ends the role with EXIT_SERVER_LOST (the learner after
+a checkpoint); its supervisor decides what next.
+
+`python -m i2a.launch` runs these roles as processes (i2a/run/launch.py)
+or as Ray actors (i2a/run/ray_backend.py).
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import ml_collections
 import numpy as np
@@ -60,6 +71,9 @@ from i2a.run import train as training
 EPISODES = "episodes"  # finished episodes, actors -> learner (for the logs)
 EPISODES_MAX_SIZE = 10_000
 CONNECT_TIMEOUT_S = 120.0
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 8.0  # reconnection backoff
+EXIT_SERVER_LOST = 75  # a role whose server did not come back (EX_TEMPFAIL)
+SERVER_FILE = "server.json"  # the learner's count of server losses
 LEARNER_FILE = "learner.json"  # the learner's generation, host and pid
 
 
@@ -180,18 +194,158 @@ def check_server_tables(client: reverb.Client, address: str,
           "learner with the same --config.")
 
 
+def backoff_s(attempt: int, first_s: float = RETRY_FIRST_S,
+              max_s: float = RETRY_MAX_S) -> float:
+  """The wait before retry `attempt` (0, 1, ...): first_s doubling to max_s."""
+  return min(first_s * 2.0 ** min(attempt, 30), max_s)
+
+
 def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S,
             stop: Optional[threading.Event] = None) -> reverb.Client:
-  """tables.connect, retried until `timeout_s` (the server may start later)."""
+  """tables.connect, retried with backoff until `timeout_s` (the server may
+  start later)."""
   deadline = time.monotonic() + timeout_s
+  attempt = 0
   while True:
     try:
       return tables.connect(address, timeout_s=5)
     except ConnectionError:
       if time.monotonic() > deadline or (stop is not None and stop.is_set()):
         raise
-      logging.info("waiting for the Reverb server at %s", address)
-      time.sleep(1.0)
+      logging.info("waiting for the Reverb server at %s (attempt %d)",
+                   address, attempt + 1)
+      time.sleep(backoff_s(attempt))
+      attempt += 1
+
+
+class ServerWatch:
+  """A role's view of its Reverb server: losses, reconnections, restarts.
+
+  `check()` (called every second or so by the role) asks the server for its
+  tables' info (`server_info`, with a timeout: it never blocks for ever).
+  When the server stops answering it is *lost*: the watch then retries
+  with exponential backoff (`backoff_s`), counting and logging each
+  attempt, until it answers again or `give_up_after_s` has passed
+  (`check()` then returns False: the role ends and its supervisor
+  restarts it). Reverb's own clients (the actors' writers, the learner's
+  dataset) block while the server is gone and carry on once it answers on
+  the same address.
+
+  A server that answers with fresh tables (the `unrolls` insert count went
+  down, or the weights it held are gone) was *restarted*: the unrolls the
+  old one held are gone. Their number is the queue's size at the last
+  check (a lower bound: that check is one interval of the role's checks
+  old), counted in `unrolls_lost`. `on_restart()` is then called (the
+  learner republishes its weights).
+  """
+
+  def __init__(self, client: reverb.Client, address: str, name: str, *,
+               give_up_after_s: float = CONNECT_TIMEOUT_S,
+               on_restart: Optional[Callable[[], None]] = None,
+               timeout_s: int = 2):
+    self._client = client
+    self.address = address
+    self._name = name
+    self._give_up_after_s = give_up_after_s
+    self._on_restart = on_restart
+    self._timeout_s = timeout_s
+    self.losses = 0  # times the server stopped answering
+    self.restarts = 0  # times it came back with fresh tables
+    self.attempts = 0  # failed reconnection attempts, all losses together
+    self.unrolls_lost = 0  # in the queue of a server that restarted
+    self.lost_since: Optional[float] = None  # None: the server answers
+    self._attempt = 0  # of the current loss
+    self._next_attempt = 0.0
+    self._queue_size = 0
+    self._inserts = 0
+    self._published = False  # the `variables` table held weights
+
+  @property
+  def up(self) -> bool:
+    return self.lost_since is None
+
+  def counts(self) -> Dict[str, int]:
+    return dict(server_losses=self.losses, server_restarts=self.restarts,
+                reconnect_attempts=self.attempts,
+                unrolls_lost=self.unrolls_lost)
+
+  def _info(self) -> Optional[Any]:
+    try:
+      return self._client.server_info(timeout=self._timeout_s)
+    except (reverb.errors.DeadlineExceededError, tf.errors.OpError,
+            RuntimeError, ConnectionError):
+      return None
+
+  def check(self) -> bool:
+    """One look at the server (or a retry if it is lost, when due); False
+    once it has been lost for longer than `give_up_after_s`."""
+    now = time.monotonic()
+    if not self.up and now < self._next_attempt:
+      return now - self.lost_since <= self._give_up_after_s
+    info = self._info()
+    if info is None:
+      if self.up:
+        self.losses += 1
+        self.lost_since, self._attempt = now, 0
+        print(f"{self._name}: lost the Reverb server at {self.address} (its "
+              f"queue held {self._queue_size} unrolls at the last check); "
+              f"reconnecting with backoff for up to "
+              f"{self._give_up_after_s:g}s", flush=True)
+      else:
+        self.attempts += 1
+        self._attempt += 1
+        print(f"{self._name}: reconnection attempt {self._attempt} to the "
+              f"Reverb server at {self.address} failed "
+              f"({now - self.lost_since:.0f}s since it was lost)", flush=True)
+      self._next_attempt = now + backoff_s(self._attempt)
+      return now - self.lost_since <= self._give_up_after_s
+    self._seen(info, now)
+    return True
+
+  def _seen(self, info, now: float) -> None:
+    unrolls = info.get(tables.UNROLLS)
+    inserts = (unrolls.rate_limiter_info.insert_stats.completed
+               if unrolls is not None else 0)
+    variables = info.get(tables.VARIABLES)
+    published = variables is not None and variables.current_size > 0
+    # A fresh server: fewer inserts than seen, or its weights gone.
+    restarted = inserts < self._inserts or (self._published and not published)
+    if not self.up:
+      print(f"{self._name}: reconnected to the Reverb server at "
+            f"{self.address} after {self._attempt} attempts, "
+            f"{now - self.lost_since:.1f}s", flush=True)
+      self.lost_since = None
+    if restarted:
+      self.restarts += 1
+      self.unrolls_lost += self._queue_size
+      print(f"{self._name}: the Reverb server was restarted: "
+            f"{self._queue_size} unrolls lost with its queue "
+            f"({self.unrolls_lost} in all over {self.restarts} restarts)",
+            flush=True)
+    self._inserts, self._published = inserts, published
+    self._queue_size = unrolls.current_size if unrolls is not None else 0
+    if restarted and self._on_restart is not None:
+      self._on_restart()
+
+
+def watch_server(watch: ServerWatch, stop: threading.Event,
+                 interval_s: float = 1.0, exit_code: int = 0) -> threading.Thread:
+  """`watch.check()` every `interval_s` in a daemon thread; a server lost
+  for good (check() False) ends the process with `exit_code` (its
+  supervisor restarts it: Reverb calls would block for ever)."""
+
+  def loop():
+    while not stop.wait(interval_s):
+      if not watch.check():
+        print(f"the Reverb server at {watch.address} did not come back: "
+              f"giving up ({watch.counts()})", flush=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)  # pylint: disable=protected-access
+
+  thread = threading.Thread(target=loop, name="server-watch", daemon=True)
+  thread.start()
+  return thread
 
 
 # -- Episodes, actors -> learner -------------------------------------------------
@@ -300,6 +454,9 @@ def run_actor(config: ml_collections.ConfigDict, address: str, rank: int,
   network = setup.network("actor", seed_offset=rank)
   client = connect(address, connect_timeout_s, stop)
   check_server_tables(client, address, setup.signatures(network))
+  watch = ServerWatch(client, address, f"actor {rank}",
+                      give_up_after_s=connect_timeout_s)
+  watch_server(watch, stop, exit_code=EXIT_SERVER_LOST)
   variable_client = VariableClient(client, network.learnable_variables,
                                    key=key)
   actor = Actor(network,
@@ -320,14 +477,16 @@ def run_actor(config: ml_collections.ConfigDict, address: str, rank: int,
       returns = (returns + [e.episode_return for e in finished])[-100:]
       extras = dict(generation=variable_client.generation,
                     weights_step=variable_client.learner_step,
-                    refusals=variable_client.refusals)
+                    refusals=variable_client.refusals,
+                    server_losses=watch.losses)
       if returns:
         extras["return"] = float(np.mean(returns))
       progress.update(config.num_envs * config.unroll_length, **extras)
   finally:
     episodes.close()
     actor.close()
-  return dict(env_steps=actor.env_steps, refusals=variable_client.refusals)
+  return dict(env_steps=actor.env_steps, refusals=variable_client.refusals,
+              **watch.counts())
 
 
 # -- Learner -----------------------------------------------------------------------
@@ -495,6 +654,11 @@ def check_learner(config: ml_collections.ConfigDict, workdir: str) -> None:
                      legacy=training.LEGACY_VALUES, identity=identity)
 
 
+_WATCH_FIELDS = dict(server_losses="losses", server_restarts="restarts",
+                     reconnect_attempts="attempts",
+                     unrolls_lost="unrolls_lost")
+
+
 class DistributedLearner:
   """The learner process's parts: network, Reverb, LearnerLoop (no actor)."""
 
@@ -514,6 +678,14 @@ class DistributedLearner:
     self.client = connect(address, connect_timeout_s, stop)
     check_server_tables(self.client, address, setup.signatures(network))
     self.generation = next_generation(self.workdir)
+    self.watch = ServerWatch(self.client, address, "learner",
+                             give_up_after_s=connect_timeout_s,
+                             on_restart=self._republish)
+    self._server_file = os.path.join(self.workdir, SERVER_FILE)
+    if os.path.exists(self._server_file):  # an earlier learner's counts
+      for name, value in io_utils.read_json(self._server_file).items():
+        if name in self.watch.counts():
+          setattr(self.watch, _WATCH_FIELDS[name], int(value))
     self.timing = LearnerTiming()
     self.calls = BlockingCalls(self.timing)
     self.publisher = GuardedPublisher(VariablePublisher(
@@ -541,6 +713,30 @@ class DistributedLearner:
     print(f"learner: generation {self.generation}, workdir {self.workdir}, "
           f"server {address}", flush=True)
 
+  def check_server(self) -> bool:
+    """The learner's `ServerWatch.check()`; its counts into
+    WORKDIR/server.json when they change."""
+    before = self.watch.counts()
+    alive = self.watch.check()
+    if self.watch.counts() != before:
+      io_utils.atomic_write_json(self._server_file, dict(
+          self.watch.counts(), address=self.watch.address))
+    return alive
+
+  def _republish(self) -> None:
+    """After a server restart: the weights again, so actors can act.
+
+    A learner waiting for data is held there (between updates: its
+    variables do not move) while this thread publishes; one that is
+    updating publishes when its update ends.
+    """
+    with self.calls.held_if_blocked((BlockingCalls.DATA,)) as blocked:
+      if blocked:
+        step = self.learner_step
+        self.publisher.publisher.publish(step)
+        print(f"learner: republished the weights of learner step {step} to "
+              "the restarted Reverb server", flush=True)
+
   def _episodes(self) -> List[Episode]:
     if self._stop.is_set():
       return []  # Their server may be gone; they are only for the logs.
@@ -559,7 +755,7 @@ class DistributedLearner:
     """Trains to config.env_steps or until `stop` (a final checkpoint)."""
     summary = self.loop.train(should_stop=self._stop.is_set)
     summary.update(self.timing.totals(), generation=self.generation,
-                   stopped=self._stop.is_set())
+                   stopped=self._stop.is_set(), **self.watch.counts())
     return summary
 
   def checkpoint_if_blocked(self, kinds: Tuple[str, ...] = (
@@ -597,7 +793,8 @@ def run_learner(config: ml_collections.ConfigDict, workdir: str,
                 stop: Optional[threading.Event] = None, *,
                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
                 stop_grace_s: float = 10.0,
-                warn_after_s: float = 60.0) -> Dict[str, Any]:
+                warn_after_s: float = 60.0,
+                check_server_every_s: float = 1.0) -> Dict[str, Any]:
   """The learner process: trains until the budget or `stop`.
 
   Resumes from the workdir's newest complete checkpoint and writes a final
@@ -605,7 +802,10 @@ def run_learner(config: ml_collections.ConfigDict, workdir: str,
   takes the signals and warns when no data comes for `warn_after_s`. After
   a stop request it checkpoints a learner parked waiting for data, and one
   still blocked publishing `stop_grace_s` later, and ends the process
-  itself (module docstring). Otherwise returns the loop's summary plus the
+  itself (module docstring). Every `check_server_every_s` it looks at the
+  Reverb server (`ServerWatch`): after a restart it republishes the
+  weights; a server lost for longer than `connect_timeout_s` makes it
+  checkpoint where it is blocked and exit with EXIT_SERVER_LOST. Otherwise returns the loop's summary plus the
   learner's timing.
   """
   stop = stop or threading.Event()
@@ -622,9 +822,18 @@ def run_learner(config: ml_collections.ConfigDict, workdir: str,
   worker = threading.Thread(target=work, name="learner", daemon=True)
   worker.start()
   stop_requested_at, last_warning = None, time.monotonic()
+  last_check = time.monotonic()
   while worker.is_alive():
     worker.join(0.5)
     now = time.monotonic()
+    if now - last_check >= check_server_every_s and not stop.is_set():
+      last_check = now
+      if not learner.check_server():
+        # Lost for good: checkpoint where it is blocked, end; the
+        # supervisor restarts it (it resumes from the checkpoint).
+        print(f"learner: the Reverb server at {address} did not come back "
+              f"({learner.watch.counts()}): stopping", flush=True)
+        learner.checkpoint_if_blocked(exit_code=EXIT_SERVER_LOST)
     if stop.is_set():
       stop_requested_at = stop_requested_at or now
       # Waiting for data, it is parked for good; publishing, its server
