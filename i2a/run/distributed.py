@@ -55,7 +55,6 @@ import tensorflow as tf
 import tree
 from absl import logging
 
-import envmodels
 from agents import builder, learning
 from agents import variables as variables_lib
 from agents.acting import Actor, Episode, unroll_signature
@@ -117,19 +116,12 @@ class _Setup:
                                                             self.protocol)}
 
   def network(self, role: str, seed_offset: int = 0) -> ActorCriticNetwork:
-    """The network with its variables (role: learner or actor)."""
-    config, model = self.config, None
-    if config.envmodel:
-      seed = training.envmodel_seed(config, role) + 1_000 * seed_offset
-      if role == "learner":
-        model = builder.load_envmodel(config.envmodel, self.protocol,
-                                      self.num_actions, seed=seed)
-      else:
-        model = envmodels.load(config.envmodel, seed=seed)
-    network = builder.build_network(config, self.num_actions,
-                                    self.observation_shape, model)
-    builder.create_variables(network, self.observation_shape)
-    return network
+    """The network with its variables (role: learner or actor), over the
+    role's envmodel copy (the embedded trainer's `role_envmodel`; actor i's
+    seed offset by i)."""
+    model = training.role_envmodel(self.config, self.protocol, role,
+                                   seed_offset=seed_offset)
+    return training.role_network(self.config, self.protocol, model)
 
   def signatures(self, network: ActorCriticNetwork) -> Dict[str, Any]:
     config = self.config
