@@ -19,6 +19,10 @@ environment into the `unrolls` queue (`unroll_signature`):
                                               each window, if it declares
                                               any (agents/base.py)
 
+In one process with the learner (the embedded runtime) the actor may put
+each unroll batch {field: [N, ...]} whole into an in-process queue instead
+(`sink`, agents/learning.py LocalUnrolls): the same items, no Reverb.
+
 Consecutive unrolls of an environment share their boundary window (o_n of
 one is o_0 of the next). The vector env resets an environment on the step
 that ends its episode (same-step autoreset): the next window is that new
@@ -31,8 +35,8 @@ makes too; terminations, the episodes' usual end here, are exact).
 from __future__ import annotations
 
 import pickle
-from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
-                    Tuple)
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Protocol,
+                    Sequence, Tuple, Union)
 
 import gymnasium as gym
 import numpy as np
@@ -41,8 +45,15 @@ import tensorflow as tf
 from absl import logging
 
 from agents.base import ActorCriticNetwork
-from agents.variables import VariableClient
+from agents.variables import LocalVariables, VariableClient
 from i2a.replay import tables
+
+
+class UnrollSink(Protocol):
+  """Takes an actor's unroll batches whole (agents/learning.py LocalUnrolls)."""
+
+  def put(self, batch: Mapping[str, np.ndarray]) -> None:
+    """batch: {field: [N, ...]}, unroll_signature with an env axis."""
 
 
 class Episode(NamedTuple):
@@ -185,8 +196,10 @@ class Actor:
   def __init__(self, network: ActorCriticNetwork, envs: gym.vector.VectorEnv,
                unroll_length: int, seed: int,
                client: Optional[reverb.Client] = None,
-               variable_client: Optional[VariableClient] = None,
-               table: str = tables.UNROLLS, greedy: bool = False):
+               variable_client: Optional[Union[VariableClient,
+                                               LocalVariables]] = None,
+               table: str = tables.UNROLLS, greedy: bool = False,
+               sink: Optional["UnrollSink"] = None):
     """
     Args:
       network: the acting copy of the network (its variables created).
@@ -199,7 +212,13 @@ class Actor:
         the network is used as it is).
       table: the unrolls queue.
       greedy: argmax actions instead of sampling.
+      sink: where unrolls go instead of Reverb, in one process with the
+        learner: each unroll batch {field: [N, ...]} is `sink.put` whole
+        (agents/learning.py LocalUnrolls). Not with `client`.
     """
+    if client is not None and sink is not None:
+      raise ValueError("an Actor writes its unrolls to Reverb (client) or "
+                       "to an in-process sink, not both: pass one.")
     if unroll_length < 1:
       raise ValueError(f"unroll_length must be >= 1, given {unroll_length}.")
     if envs.autoreset_mode != gym.vector.AutoresetMode.SAME_STEP:
@@ -210,6 +229,7 @@ class Actor:
     self.unroll_length = unroll_length
     self._envs = envs
     self._client = client
+    self._sink = sink
     self._variable_client = variable_client
     self._table = table
     self._greedy = greedy
@@ -321,7 +341,9 @@ class Actor:
     batch["behaviour_logits"] = np.stack(logits_steps, axis=1)  # [N, n, A]
     self.env_steps += n * num_envs
     self.unrolls += 1
-    if self._client is not None:
+    if self._sink is not None:
+      self._sink.put(batch)
+    elif self._client is not None:
       self._write(batch)
     return batch, finished
 

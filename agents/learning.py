@@ -10,6 +10,13 @@ bootstrapped from the last window's value, plus `network.auxiliary_loss`; global
 `network.learnable_variables`), counts and times it, and publishes the new
 weights to the `variables` table for the actors.
 
+In one process (the embedded runtime, i2a/run/train.py) the unrolls may
+skip Reverb: the actor puts its batches into a `LocalUnrolls` queue, and a
+Learner given one feeds each batch of `batch_size` unrolls (the same
+unrolls in the same order as the Reverb queue would give them) to the
+tf.function `_update(batch)`; the update itself is the same function
+either way.
+
 Finiteness: an update whose loss or gradient norm is not finite is skipped
 (the weights and the optimizer's state stay as they were), counted
 (`nonfinite_update` in its metrics, `skipped_updates`) and logged; after
@@ -24,9 +31,11 @@ so actors never load a NaN.
 
 from __future__ import annotations
 
+import collections
 import time
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Deque, Dict, Mapping, Optional, Union
 
+import numpy as np
 import reverb
 import sonnet as snt
 import tensorflow as tf
@@ -117,6 +126,72 @@ def unroll_dataset(server_address: str, batch_size: int,
   return dataset.batch(batch_size, drop_remainder=True).prefetch(1)
 
 
+class LocalUnrolls:
+  """An in-process `unrolls` queue: an actor and a learner in one process.
+
+  The actor `put`s each unroll batch {field: [N, ...]} (`Actor.unroll`'s,
+  unroll_signature with a leading environment axis); the learner `take`s
+  `batch_size` unrolls {field: [batch_size, ...]}, in insertion order,
+  environment by environment: the batch the Reverb `unrolls` queue
+  (`unroll_dataset`) would give for the same writes, without the
+  per-unroll items, serialisation and sampling. Single-threaded: `put`
+  past `capacity` unrolls or `take` of more than are queued raise (an
+  actor and a learner that alternate never do), where Reverb would block.
+  """
+
+  def __init__(self, capacity: int):
+    if capacity < 1:
+      raise ValueError(f"capacity must be >= 1 unrolls, given {capacity}.")
+    self.capacity = capacity
+    self._batches: Deque[Dict[str, np.ndarray]] = collections.deque()
+    self._size = 0
+
+  def __len__(self) -> int:
+    """Unrolls queued."""
+    return self._size
+
+  def put(self, batch: Mapping[str, np.ndarray]) -> None:
+    """Queues the unrolls of `batch` ({field: [N, ...]}, N >= 1)."""
+    sizes = {name: len(value) for name, value in batch.items()}
+    if len(set(sizes.values())) != 1:
+      raise ValueError("an unroll batch needs one leading size across its "
+                       f"fields, given {sizes}.")
+    size = next(iter(sizes.values()))
+    if self._size + size > self.capacity:
+      raise RuntimeError(
+          f"the local unrolls queue holds {self._size} of {self.capacity} "
+          f"unrolls and cannot take {size} more: the learner must take a "
+          "batch before the actor writes again (raise config.queue_size, or "
+          "alternate actor and learner as i2a/run/train.py does).")
+    self._batches.append(dict(batch))
+    self._size += size
+
+  def take(self, count: int) -> Dict[str, np.ndarray]:
+    """The oldest `count` unrolls as one batch {field: [count, ...]}."""
+    if count > self._size:
+      raise RuntimeError(
+          f"the learner needs {count} unrolls and the local unrolls queue "
+          f"holds {self._size}: the actor must write "
+          f"{count - self._size} more before the learner steps.")
+    parts = []
+    needed = count
+    while needed:
+      batch = self._batches[0]
+      size = len(next(iter(batch.values())))
+      if size <= needed:
+        parts.append(self._batches.popleft())
+        needed -= size
+      else:  # split: the rest stays at the front
+        parts.append({k: v[:needed] for k, v in batch.items()})
+        self._batches[0] = {k: v[needed:] for k, v in batch.items()}
+        needed = 0
+    self._size -= count
+    if len(parts) == 1:
+      return parts[0]
+    return {name: np.concatenate([part[name] for part in parts])
+            for name in parts[0]}
+
+
 def _merge_batch_and_time(x: tf.Tensor) -> tf.Tensor:
   """[B, T, ...] -> [B * T, ...]."""
   shape = tf.shape(x)
@@ -135,17 +210,23 @@ def rmsprop(learning_rate: float, decay: float,
 class Learner:
   """Updates a network from batches of unrolls and publishes its weights."""
 
-  def __init__(self, network: ActorCriticNetwork, dataset: tf.data.Dataset,
+  def __init__(self, network: ActorCriticNetwork,
+               dataset: Union[tf.data.Dataset, LocalUnrolls],
                optimizer: snt.Optimizer, *, discount: float,
                value_coef: float, entropy_coef: float, clip_norm: float,
                reward_clipping: str = "sign",
                max_nonfinite_updates: int = 10,
                publisher: Optional[VariablePublisher] = None,
-               logger: Optional[Logger] = None):
+               logger: Optional[Logger] = None,
+               batch_size: Optional[int] = None):
     """
     Args:
       network: the learner's network (its variables created).
-      dataset: batches of unrolls (unroll_dataset), fields [B, n(+1), ...].
+      dataset: batches of unrolls (unroll_dataset), fields [B, n(+1), ...],
+        or a LocalUnrolls queue the learner takes `batch_size` unrolls from
+        per step (in one process with the actor).
+      batch_size: unrolls per update; required with a LocalUnrolls queue
+        (a dataset's batches carry their size).
       optimizer: applied to network.learnable_variables.
       discount, value_coef, entropy_coef: agents.losses.actor_critic_loss.
       clip_norm: global gradient norm clip.
@@ -165,7 +246,17 @@ class Learner:
     self._reward_clipping = reward_clipping
     self._publisher = publisher
     self._logger = logger
-    self._iterator = iter(dataset)
+    if isinstance(dataset, LocalUnrolls):
+      if batch_size is None or batch_size < 1:
+        raise ValueError("a Learner fed from a LocalUnrolls queue needs "
+                         f"batch_size >= 1 unrolls per update, given "
+                         f"{batch_size}.")
+      self._local: Optional[LocalUnrolls] = dataset
+      self._iterator = None
+    else:
+      self._local = None
+      self._iterator = iter(dataset)
+    self._batch_size = batch_size
     if max_nonfinite_updates < 1:
       raise ValueError("max_nonfinite_updates must be >= 1, given "
                        f"{max_nonfinite_updates}.")
@@ -177,7 +268,10 @@ class Learner:
                                     name="learner_step")
     optimization.create_slots(optimizer, network.learnable_variables)
     self.last_step_time_s = 0.0
-    self._step = tf.function(self._step)  # traced once per learner
+    # Traced once per learner: the dataset's next batch read in the graph,
+    # or a fed batch (its shapes never change).
+    self._step = tf.function(self._step)
+    self._update = tf.function(self._update)
 
   @property
   def variables(self):
@@ -189,7 +283,11 @@ class Learner:
                 learner_step=self.learner_step)
 
   def _step(self) -> Dict[str, tf.Tensor]:
-    batch = next(self._iterator)
+    """One update on the dataset's next batch."""
+    return self._update.python_function(next(self._iterator))
+
+  def _update(self, batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """One update on `batch` ({field: [B, ...]}, unroll_signature)."""
     # Unrolls are not authenticated (docs/distributed.md): malformed ones
     # are dropped here, before an out-of-range action can crash an op.
     valid = valid_unrolls(batch, self.network.num_actions)  # [B]
@@ -259,7 +357,13 @@ class Learner:
     """One update: returns its metrics (floats) and publishes the weights."""
     start = time.perf_counter()
     try:
-      metrics = {k: float(v) for k, v in self._step().items()}
+      if self._local is not None:
+        batch = self._local.take(self._batch_size)
+        metrics = self._update({k: tf.convert_to_tensor(v)
+                                for k, v in batch.items()})
+      else:
+        metrics = self._step()
+      metrics = {k: float(v) for k, v in metrics.items()}
     except (tf.errors.OutOfRangeError, StopIteration) as e:
       raise RuntimeError(
           "the learner waited for unrolls that never came (the Reverb "

@@ -24,6 +24,13 @@ A client refuses (logs, counts in `refusals`, keeps its weights):
 Items are ordered by (generation, learner_step): a learner raises its
 generation each time it starts, so actors take a restarted learner's
 weights at once even though its step went back to its last checkpoint.
+
+In one process (the embedded runtime, i2a/run/train.py) `LocalVariables`
+is the publisher and the client at once: `publish` copies the learner's
+variables into a snapshot and the actor's `update` copies the snapshot into
+its network, each in one compiled call, with no table, serialisation or
+tag (nothing outside the process can reach the snapshot). The actor sees
+exactly the values the Reverb path would give it, at the same moments.
 """
 
 from __future__ import annotations
@@ -323,3 +330,67 @@ class VariableClient:
           self.learner_step, self.refusals, dict(self.refusals_by_reason),
           KEY_ENV)
     return False
+
+
+class LocalVariables:
+  """Publisher and client in one process: learner -> snapshot -> actor.
+
+  `publish(step)` (the learner's side, as `VariablePublisher.publish`)
+  copies `source` (the learner's learnable variables) into a snapshot;
+  `update()` (the actor's side, as `VariableClient.update`) copies the
+  snapshot into `target` (the actor's copy) when it is newer than what the
+  target holds. Each is one tf.function over all variables.
+  """
+
+  def __init__(self, source: Sequence[tf.Variable],
+               target: Sequence[tf.Variable]):
+    self._source = tuple(source)
+    self._target = tuple(target)
+    check_compatible(self._target, [tf.TensorSpec(v.shape, v.dtype)
+                                    for v in self._source])
+    self._snapshot = tuple(
+        tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                    name=f"published_{i}")
+        for i, v in enumerate(self._source))
+    self.published_step = -1  # the learner step of the snapshot
+    self.learner_step = -1  # the step of the values `target` holds
+    self._publications = 0  # publish() calls so far
+    self._held = 0  # the publication `target` holds (0: none)
+    self._copy_in = tf.function(lambda: self._copy(self._source,
+                                                   self._snapshot))
+    self._copy_out = tf.function(lambda: self._copy(self._snapshot,
+                                                    self._target))
+
+  @staticmethod
+  def _copy(source: Sequence[tf.Variable],
+            target: Sequence[tf.Variable]) -> None:
+    for to, value in zip(target, source):
+      to.assign(value)
+
+  @property
+  def version(self) -> Tuple[int, int]:
+    """(0, learner step) of the values held; (-1, -1): none yet."""
+    return ((-1, -1) if self.learner_step < 0 else (0, self.learner_step))
+
+  def publish(self, step: int) -> None:
+    """The learner's variables become the newest, at learner step `step`."""
+    self._copy_in()
+    self.published_step = int(step)
+    self._publications += 1
+
+  def update(self) -> bool:
+    """Assigns the newest published values if newer; True if it did.
+    RuntimeError if nothing was published yet (a Reverb client would wait
+    for ever in one process)."""
+    if not self._publications:
+      raise RuntimeError("the actor asked for weights before the learner "
+                         "published any: call learner.publish() first.")
+    if self._held == self._publications:
+      return False
+    self._copy_out()
+    self._held = self._publications
+    self.learner_step = self.published_step
+    return True
+
+  def close(self) -> None:
+    """Nothing to release (the publisher's interface)."""

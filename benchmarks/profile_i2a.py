@@ -41,8 +41,9 @@ from i2a import environments, io_utils, runs
 RESULTS = os.path.join(HERE, "results")
 
 
-def parts(tmpdir: str) -> Dict[str, Callable[[], Any]]:
-  row = train_throughput.ROWS["i2a_distillation/mspacman"]
+def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
+          ) -> Dict[str, Callable[[], Any]]:
+  row = train_throughput.ROWS[row_name]
   config = train_throughput.load_config(row, tmpdir)
   protocol = runs.protocol_from_config(config)
   num_actions = environments.num_actions(protocol)
@@ -110,13 +111,15 @@ def main() -> None:
   parser.add_argument("--precisions", default="")
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--calls", type=int, default=3)
+  parser.add_argument("--row", default="i2a_distillation/mspacman",
+                      help="an I2A row of benchmarks/train_throughput.py")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "profile_i2a.json"))
   args = parser.parse_args()
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
   with tempfile.TemporaryDirectory() as tmpdir:
-    calls = parts(tmpdir)
+    calls = parts(tmpdir, args.row)
     for p in precisions:  # trace and optimise at each precision
       with precision.scope(p):
         for fn in calls.values():
@@ -145,7 +148,7 @@ def main() -> None:
   text = "\n".join(table)
   print(text)
   io_utils.atomic_write_json(args.output, dict(
-      parts_ms=results, rounds=args.rounds, load_average=os.getloadavg(),
+      parts_ms=results, row=args.row, rounds=args.rounds, load_average=os.getloadavg(),
       command=" ".join(sys.argv)))
 
 

@@ -1,7 +1,9 @@
 """Training throughput of agents in the embedded runtime (i2a/run/train.py).
 
-For each row (a named agent config), builds the real Trainer (Reverb server,
-actor, learner) in a temporary workdir, runs `--warmup` updates (tracing,
+For each row (a named agent config), builds the real Trainer (actor,
+learner, and the transport between them: `--transports local,reverb` puts
+the in-process path and the embedded Reverb server's side by side) in a
+temporary workdir, runs `--warmup` updates (tracing,
 queues), then times `--updates` updates, each = batch_size // num_envs actor
 unrolls + one learner step, and reports:
   env steps/s       environment steps over all envs per second of the loop
@@ -15,7 +17,12 @@ unrolls + one learner step, and reports:
 Writes benchmarks/results/train_throughput.json and prints a markdown table.
 
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
-      [--updates 100] [--warmup 10] [--output FILE]
+      [--updates 100] [--warmup 10] [--precisions fp32,bf16]
+      [--transports local,reverb] [--repeats 3] [--output FILE]
+
+With --repeats R every cell is measured R times round-robin (all cells,
+then all again), so that a machine whose load changes affects the cells
+alike; each cell reports its median repeat and every repeat's env steps/s.
 
 Other agents add rows to ROWS by name: a Row gives the config file, the
 preset, overrides, and optionally `setup(tmpdir) -> overrides` for what a
@@ -157,12 +164,13 @@ def forward_gflop_per_window(network: Any, batch: int,
 
 
 def measure(row: Row, updates: int, warmup: int,
-            precision: str = "") -> Dict[str, Any]:
+            precision: str = "", transport: str = "local") -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
     config = load_config(row, tmpdir)
     if precision:
       config.precision = precision
-    trainer = training.Trainer(config, os.path.join(tmpdir, "run"))
+    trainer = training.Trainer(config, os.path.join(tmpdir, "run"),
+                               transport=transport)
     try:
       gflop = forward_gflop_per_window(trainer.actor.network,
                                        config.num_envs,
@@ -191,7 +199,7 @@ def measure(row: Row, updates: int, warmup: int,
   return dict(
       config_file=row.config_file, preset=row.preset,
       overrides={k: str(v) for k, v in row.overrides.items()},
-      precision=config.precision,
+      precision=config.precision, transport=transport,
       env_id=config.protocol.env_id, num_envs=config.num_envs,
       unroll_length=config.unroll_length, batch_size=config.batch_size,
       observation_size=list(config.protocol.observation_size),
@@ -211,6 +219,16 @@ def main() -> None:
   parser.add_argument("--precisions", default="",
                       help="comma-separated (fp32, bf16, auto): each row at "
                       "each, named ROW@PRECISION; default: the configs'")
+  parser.add_argument("--transports", default="local",
+                      help="comma-separated among "
+                      f"{training.TRANSPORTS}: how the embedded actor and "
+                      "learner exchange unrolls and weights "
+                      "(i2a/run/train.py); each row at each, named "
+                      "ROW[@PRECISION]/TRANSPORT when more than one")
+  parser.add_argument("--repeats", type=int, default=1,
+                      help="measure every cell this many times, round-"
+                      "robin (all cells once, then again), and report "
+                      "each cell's median (and every repeat's figure)")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "train_throughput.json"),
                       help="where the JSON report goes")
@@ -220,25 +238,46 @@ def main() -> None:
   if unknown:
     parser.error(f"unknown rows {unknown}; known: {sorted(ROWS)}")
   precisions = [p for p in args.precisions.split(",") if p] or [""]
-  results = {}
+  transports = [t for t in args.transports.split(",") if t]
+  unknown = sorted(set(transports) - set(training.TRANSPORTS))
+  if unknown or not transports:
+    parser.error(f"unknown transports {unknown or transports}; known: "
+                 f"{training.TRANSPORTS}")
+  if args.repeats < 1:
+    parser.error(f"--repeats must be >= 1, given {args.repeats}")
+  cells = {}
   for name in names:
     for precision in precisions:
-      label = f"{name}@{precision}" if precision else name
-      print(f"measuring {label} ...", file=sys.stderr, flush=True)
-      results[label] = measure(ROWS[name], args.updates, args.warmup,
-                               precision)
+      for transport in transports:
+        label = f"{name}@{precision}" if precision else name
+        if len(transports) > 1:
+          label += f"/{transport}"
+        cells[label] = (name, precision, transport)
+  samples: Dict[str, list] = {label: [] for label in cells}
+  for repeat in range(args.repeats):
+    for label, (name, precision, transport) in cells.items():
+      print(f"measuring {label} (repeat {repeat + 1} of {args.repeats}) ...",
+            file=sys.stderr, flush=True)
+      samples[label].append(measure(ROWS[name], args.updates, args.warmup,
+                                    precision, transport))
+  results = {}
+  for label, runs in samples.items():
+    rates = [r["env_steps_per_s"] for r in runs]
+    median = runs[int(np.argsort(rates)[len(rates) // 2])]
+    results[label] = dict(median, repeats_env_steps_per_s=rates)
   report = dict(
-      rows=results, python=platform.python_version(),
+      rows=results, command=" ".join(sys.argv), repeats=args.repeats,
+      python=platform.python_version(),
       tensorflow=tf.__version__, numpy=np.__version__,
       machine=platform.machine(), cpus=os.cpu_count(),
       load_average=list(os.getloadavg()),
       date=time.strftime("%Y-%m-%dT%H:%M:%S"))
   # Each row against A2C on the same environment at the same precision,
   # measured in this run.
-  a2c = {(r["env_id"], r["precision"]): r["env_steps_per_s"]
+  a2c = {(r["env_id"], r["precision"], r["transport"]): r["env_steps_per_s"]
          for name, r in results.items() if name.startswith("a2c/")}
   for r in results.values():
-    key = (r["env_id"], r["precision"])
+    key = (r["env_id"], r["precision"], r["transport"])
     r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[key]
                             if key in a2c else None)
   io_utils.atomic_write_json(args.output, report)

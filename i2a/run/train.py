@@ -1,12 +1,15 @@
 """The runtime of `python -m i2a.train` in the embedded mode.
 
-Data flow (docs/agents.md, "Data flow"): one process runs a Reverb server with the
-`unrolls` queue and the `variables` table, one `Actor` (agents/acting.py)
-and one `Learner` (agents/learning.py), the same classes that run as
-separate processes in the distributed mode. They alternate: the actor
-pulls the newest weights and writes batch_size // num_envs unrolls, the
-learner reads them as one batch, updates, and publishes its weights. The
-alternation makes a run deterministic for a seed.
+Data flow (docs/agents.md, "Data flow"): one process runs one `Actor`
+(agents/acting.py) and one `Learner` (agents/learning.py), the same classes
+that run as separate processes in the distributed mode. They alternate:
+the actor pulls the newest weights and writes batch_size // num_envs
+unrolls, the learner reads them as one batch, updates, and publishes its
+weights. The alternation makes a run deterministic for a seed. Unrolls and
+weights pass in-process by default (`TRANSPORTS`: an in-process unrolls
+queue and an in-graph weight copy); transport 'reverb' runs a Reverb
+server with the `unrolls` queue and the `variables` table instead, as the
+distributed mode does, for the same data.
 
 The run lives in a workdir: config.json / protocol.json (a different
 config is refused on resume), identity.json (the envmodel export's
@@ -139,12 +142,29 @@ def role_network(config: ml_collections.ConfigDict,
   return network
 
 
+# How the embedded actor and learner exchange unrolls and weights: 'local'
+# (the default) hands the actor's unroll batches to the learner through an
+# in-process queue and copies the published weights in-graph
+# (learning.LocalUnrolls, variables.LocalVariables); 'reverb' goes through
+# an embedded Reverb server's `unrolls` queue and signed `variables` table,
+# as the distributed mode does. The same unrolls, weights and updates
+# either way (tests/agents/test_training.py); 'local' skips the
+# per-unroll items, serialisation and weight signing.
+TRANSPORTS = ("local", "reverb")
+
+
 class Trainer:
-  """One training run in `workdir` (resumes what is there): the embedded
-  server, learner and actor, and the `loop` (LearnerLoop) that runs them to
+  """One training run in `workdir` (resumes what is there): the learner
+  and actor and what passes between them (`transport`: in-process, or an
+  embedded Reverb server), and the `loop` (LearnerLoop) that runs them to
   the budget and owns the counters, checkpoints and logs."""
 
-  def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+  def __init__(self, config: ml_collections.ConfigDict, workdir: str,
+               transport: str = "local"):
+    if transport not in TRANSPORTS:
+      raise ValueError(f"transport must be one of {TRANSPORTS}, given "
+                       f"{transport!r}.")
+    self.transport = transport
     check_config(config)
     builder.check_agent(config)
     self.config = config
@@ -175,6 +195,41 @@ class Trainer:
   def _build(self, learner_model, actor_model) -> None:
     config = self.config
     network = role_network(config, self.protocol, learner_model)
+    acting_network = role_network(config, self.protocol, actor_model)
+    optimizer = learning.rmsprop(config.optimizer.learning_rate,
+                                 config.optimizer.decay,
+                                 config.optimizer.epsilon)
+    loss_args = dict(
+        discount=config.loss.discount, value_coef=config.loss.value_coef,
+        entropy_coef=config.loss.entropy_coef,
+        reward_clipping=config.loss.reward_clipping,
+        clip_norm=config.optimizer.clip_norm)
+    envs = environments.make_vector_env(self.protocol, config.num_envs)
+    if self.transport == "local":
+      self.server = None
+      unrolls = learning.LocalUnrolls(config.queue_size)
+      weights = variables_lib.LocalVariables(
+          network.learnable_variables, acting_network.learnable_variables)
+      self.learner = learning.Learner(
+          network, unrolls, optimizer, publisher=weights,
+          batch_size=config.batch_size, **loss_args)
+      self.actor = Actor(acting_network, envs, config.unroll_length,
+                         seed=config.seed, variable_client=weights,
+                         sink=unrolls)
+    else:
+      self._build_reverb(network, acting_network, optimizer, loss_args, envs)
+    self._exit.callback(self.actor.close)
+    # Imported here: i2a/run/evaluate.py imports this module.
+    from i2a.run import evaluate as evaluation  # pylint: disable=import-outside-toplevel
+    self.loop = LearnerLoop(
+        config, self.workdir, self.learner, actor=self.actor,
+        evaluator=evaluation.training_evaluation(config, self.protocol,
+                                                 network))
+
+  def _build_reverb(self, network: Any, acting_network: Any, optimizer: Any,
+                    loss_args: Dict[str, Any], envs: Any) -> None:
+    """The learner and actor of transport 'reverb': an embedded server."""
+    config = self.config
     self.server = tables.start_server([
         tables.unrolls_table(
             unroll_signature(config.unroll_length, len(network.window_offsets),
@@ -193,27 +248,12 @@ class Trainer:
         learning.unroll_dataset(f"localhost:{self.server.port}",
                                 config.batch_size,
                                 timeout_ms=EMBEDDED_TIMEOUT_MS),
-        learning.rmsprop(config.optimizer.learning_rate,
-                         config.optimizer.decay, config.optimizer.epsilon),
-        discount=config.loss.discount, value_coef=config.loss.value_coef,
-        entropy_coef=config.loss.entropy_coef,
-        reward_clipping=config.loss.reward_clipping,
-        clip_norm=config.optimizer.clip_norm,
-        publisher=publisher)
-    acting_network = role_network(config, self.protocol, actor_model)
+        optimizer, publisher=publisher, **loss_args)
     self.actor = Actor(
-        acting_network,
-        environments.make_vector_env(self.protocol, config.num_envs),
-        config.unroll_length, seed=config.seed, client=client,
+        acting_network, envs, config.unroll_length, seed=config.seed,
+        client=client,
         variable_client=VariableClient(client,
                                        acting_network.learnable_variables))
-    self._exit.callback(self.actor.close)
-    # Imported here: i2a/run/evaluate.py imports this module.
-    from i2a.run import evaluate as evaluation  # pylint: disable=import-outside-toplevel
-    self.loop = LearnerLoop(
-        config, self.workdir, self.learner, actor=self.actor,
-        evaluator=evaluation.training_evaluation(config, self.protocol,
-                                                 network))
 
   def close(self) -> None:
     self._exit.close()

@@ -522,6 +522,48 @@ def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
     np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
+def _train(config, workdir, transport):
+  trainer = training.Trainer(config, workdir, transport=transport)
+  try:
+    return trainer.train()
+  finally:
+    trainer.close()
+
+
+@pytest.mark.parametrize("agent", ["a2c", "i2a"])
+def test_the_local_and_reverb_transports_train_identically(tmp_path, agent):
+  """The in-process transport (the default) and the embedded Reverb server
+  give the same run: checkpoints (weights, optimizer, counters, the actor's
+  state) and every logged metric but the speeds. The I2A stores its
+  rollouts with the unrolls (side inputs), so they pass both ways too."""
+  if agent == "a2c":
+    config = _config(4)
+  else:
+    from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
+    config = i2a_config.get_config("tiny")
+    config.envmodel = _export(tmp_path / "export")
+    config.env_steps = 6 * 4
+  runs_ = {t: str(tmp_path / t) for t in training.TRANSPORTS}
+  for transport, workdir in runs_.items():
+    assert _train(config, workdir, transport)["learner_steps"] == 4
+  expected = _checkpoint_values(runs_["reverb"])
+  got = _checkpoint_values(runs_["local"])
+  assert sorted(expected) == sorted(got)
+  for name, value in expected.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  speeds = ("env_steps_per_s", "learner_steps_per_s")
+  metrics = {t: os.path.join(w, "metrics.csv") for t, w in runs_.items()}
+  columns = [c for c in open(metrics["local"]).readline().strip().split(",")
+             if c not in speeds]
+  assert "total_loss" in columns and "episode_return" in columns
+  for column in columns:
+    np.testing.assert_array_equal(read_column(metrics["local"], column),
+                                  read_column(metrics["reverb"], column),
+                                  err_msg=column)
+  with pytest.raises(ValueError, match="transport must be one of"):
+    training.Trainer(config, str(tmp_path / "other"), transport="grpc")
+
+
 def test_a_non_finite_network_is_never_checkpointed(tmp_path):
   trainer = training.Trainer(_config(3), str(tmp_path / "run"))
   try:
