@@ -28,6 +28,8 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
+from agents import compiled
+
 
 class NetworkOutput(NamedTuple):
   policy_logits: tf.Tensor  # float32 [B, A]
@@ -97,12 +99,12 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
                     side_inputs: Optional[Mapping[str, np.ndarray]] = None
                     ) -> np.ndarray:
     """float32 [B, A]: the policy logits of `windows` given their side
-    inputs (numpy in and out), in one tf.function built on first use."""
+    inputs (numpy in and out), in one compiled call built on first use
+    (agents/compiled.py: no tf.function dispatch per call)."""
     if getattr(self, "_policy_logits_fn", None) is None:
-      self._policy_logits_fn = tf.function(
+      self._policy_logits_fn = compiled.Compiled(
           lambda w, s: self(w, s or None).policy_logits)
-    side = {k: tf.constant(v) for k, v in (side_inputs or {}).items()}
-    return self._policy_logits_fn(tf.constant(windows), side).numpy()
+    return self._policy_logits_fn(windows, dict(side_inputs or {})).numpy()
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:

@@ -41,7 +41,7 @@ import sonnet as snt
 import tensorflow as tf
 from absl import logging
 
-from agents import losses
+from agents import compiled, losses
 from envmodels import optimization
 from agents.base import ActorCriticNetwork
 from agents.variables import VariablePublisher
@@ -271,7 +271,7 @@ class Learner:
     # Traced once per learner: the dataset's next batch read in the graph,
     # or a fed batch (its shapes never change).
     self._step = tf.function(self._step)
-    self._update = tf.function(self._update)
+    self._update = compiled.Compiled(self._update)
 
   @property
   def variables(self):
@@ -359,8 +359,7 @@ class Learner:
     try:
       if self._local is not None:
         batch = self._local.take(self._batch_size)
-        metrics = self._update({k: tf.convert_to_tensor(v)
-                                for k, v in batch.items()})
+        metrics = self._update(batch)
       else:
         metrics = self._step()
       metrics = {k: float(v) for k, v in metrics.items()}

@@ -56,7 +56,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
-from agents import builder
+from agents import builder, compiled
 from agents.a2c.networks import ConvTorso, frames_on_channels
 from agents.base import ActorCriticNetwork, NetworkOutput
 from agents.imagination import imagination as imagination_lib
@@ -374,11 +374,13 @@ class I2ANetwork(ActorCriticNetwork):
       return super().act(windows, envs)
     windows = np.asarray(windows)
     self._check_window(windows)
-    logits, side = self._fused_act(tf.constant(windows))
+    if getattr(self, "_fused_act_fn", None) is None:
+      # One compiled call per step, without tf.function's dispatch.
+      self._fused_act_fn = compiled.Compiled(self._fused_act)
+    logits, side = self._fused_act_fn(windows)
     return logits.numpy(), {name: value.numpy()
                             for name, value in side.items()}
 
-  @tf.function
   def _fused_act(self, windows: tf.Tensor
                  ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
     if self.rollouts_from_actor:

@@ -120,8 +120,9 @@ def test_local_unrolls_feed_the_learner_what_reverb_does():
             discount=0.99, value_coef=0.5, entropy_coef=0.01, clip_norm=0.5,
             reward_clipping="none", **extra)
         for source, extra in (
+            # A minute: the first unrolls wait for tracing on a busy machine.
             (learning.unroll_dataset(f"localhost:{server.port}", 4,
-                                     timeout_ms=5000), {}),
+                                     timeout_ms=60_000), {}),
             (queue, dict(batch_size=4)))]
     for _ in range(3):  # two unrolls of 2 envs per update of 4
       for _ in range(2):
