@@ -21,7 +21,11 @@ Reported per kind, size and precision:
                                       the hardware reaches on these shapes)
 `--noise` compares ways of drawing the stochastic kinds' keyed normals in
 the same round-robin (the deterministic kinds draw none and run once):
-  table   envmodels/noise.py's `normal` (what the models use)
+  table   envmodels/noise.py's `normal`, drawn and scaled (mean + std *
+          eps) in one fused kernel (`noise.affine_normal`: what the
+          models use)
+  table_unfused  the same normals drawn by one kernel and scaled by the
+          ops after it (the models before the fusion)
   ndtri   the previous implementation: the inverse normal CDF (XLA's
           `ndtri`) of a 24-bit hashed uniform, fused by XLA
   free    no draws: each row's noise is one number (its key's parity)
@@ -85,7 +89,7 @@ KINDS = {
 }
 FRAMES = {"paper": (200, 160, 3), "small": (104, 80, 3)}
 STOCHASTIC = ("vae", "dssm_vae", "sssm", "jumpy_sssm")  # draw normals
-NOISE = ("table", "ndtri", "free", "zeros")
+NOISE = ("table", "table_unfused", "ndtri", "free", "zeros")
 
 
 @tf.function(jit_compile=True)
@@ -125,13 +129,19 @@ def free_normal(keys: tf.Tensor, shape: noise.Shape,
 def noise_variant(name: str):
   """Models draw their keyed normals with `name` inside the block (they
   call `noise.normal` at trace time; each variant has its own traces)."""
-  original = noise.normal
-  noise.normal = {"table": original, "ndtri": ndtri_normal,
-                  "free": free_normal, "zeros": zeros_normal}[name]
+  original, original_affine = noise.normal, noise.affine_normal
+  noise.normal = {"table": original, "table_unfused": original,
+                  "ndtri": ndtri_normal, "free": free_normal,
+                  "zeros": zeros_normal}[name]
+
+  def unfused(keys, mean, std, counter=0):
+    return mean + std * noise.normal(keys, tf.shape(mean)[1:], counter)
+  if name != "table":  # every other variant scales outside its draw
+    noise.affine_normal = unfused
   try:
     yield
   finally:
-    noise.normal = original
+    noise.normal, noise.affine_normal = original, original_affine
 
 
 def build(kind: str, size: str) -> envmodels.EnvModel:

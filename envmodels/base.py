@@ -484,6 +484,16 @@ class EnvModel(snt.Module, abc.ABC):
     return noise_lib.normal(self._noise_keys, tf.convert_to_tensor(shape)[1:],
                             counter)
 
+  def sample_gaussian(self, mean: tf.Tensor, std: tf.Tensor) -> tf.Tensor:
+    """A reparameterised sample mean + std * eps of N(mean, std^2) [B, ...],
+    eps as `sample_normal(tf.shape(mean))` draws it; with the step's noise
+    keys the draw and the affine map run as one fused kernel
+    (noise.affine_normal: the normals are never materialised)."""
+    if self._noise_keys is None:
+      return mean + std * self._rng.normal(tf.shape(mean))
+    counter, self._noise_draws = self._noise_draws, self._noise_draws + 1
+    return noise_lib.affine_normal(self._noise_keys, mean, std, counter)
+
   def reseed(self, seed: int) -> None:
     """Resets the model's random generator (for reproducible rollouts)."""
     self._rng.reset_from_seed(seed)

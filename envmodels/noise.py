@@ -133,11 +133,10 @@ def _table_tensor() -> tf.Tensor:
     return tf.constant(normal_table())
 
 
-@tf.function(jit_compile=True)
-def _normal(keys: tf.Tensor, shape: tf.Tensor, counter: int,
-            table: tf.Tensor) -> tf.Tensor:
+def _table_normal(keys: tf.Tensor, shape: tf.Tensor, counter: int,
+                  table: tf.Tensor) -> tf.Tensor:
   """One hash per element into a piecewise-linear inverse normal CDF
-  (`normal_table`), fused by XLA into one pass."""
+  (`normal_table`): the ops XLA fuses into one pass."""
   bits = _bits(keys, shape, counter)  # uint32 [N, *shape]
   piece = tf.cast(tf.bitwise.right_shift(bits, _u32(32 - TABLE_BITS)),
                   tf.int32)  # [N, *shape] in [0, 2^16)
@@ -146,6 +145,30 @@ def _normal(keys: tf.Tensor, shape: tf.Tensor, counter: int,
   low = tf.gather(table, piece)
   high = tf.gather(table, piece + 1)
   return low + within * (high - low)
+
+
+_normal = tf.function(_table_normal, jit_compile=True)
+
+
+@tf.function(jit_compile=True)
+def _affine_normal(keys: tf.Tensor, mean: tf.Tensor, std: tf.Tensor,
+                   counter: int, table: tf.Tensor) -> tf.Tensor:
+  """mean + std * `_table_normal`, the draw and the reparameterisation in
+  one XLA pass (the normals are never written out)."""
+  eps = _table_normal(keys, tf.shape(mean)[1:], counter, table)
+  return mean + std * eps
+
+
+def affine_normal(keys: tf.Tensor, mean: tf.Tensor, std: tf.Tensor,
+                  counter: int = 0) -> tf.Tensor:
+  """float32 mean + std * `normal(keys, mean.shape[1:], counter)` ([N,
+  ...], std broadcast to mean's shape): the same normals, drawn and
+  scaled in one fused kernel (a reparameterised Gaussian sample)."""
+  mean = tf.convert_to_tensor(mean, tf.float32)
+  std = tf.broadcast_to(tf.convert_to_tensor(std, tf.float32),
+                        tf.shape(mean))
+  return _affine_normal(as_keys(keys), mean, std, int(counter),
+                        _table_tensor())
 
 
 def normal(keys: tf.Tensor, shape: Shape,

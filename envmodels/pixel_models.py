@@ -373,7 +373,7 @@ class VAEBaseline(_PixelModel):
     step = state.step + 1
     time = self._time_code(step, state.context)
     mean, std = self._prior(state.context, time)
-    z = mean + std * self.sample_normal(tf.shape(mean))
+    z = self.sample_gaussian(mean, std)
     features = self._generate(state.context, z, time)  # [B, h, w, D]
     new_state = VAEState(state.context, step, features, state.last_frame)
     return new_state, StepOutput(reward=self._reward(features),

@@ -245,7 +245,7 @@ class StateSpaceModel(base.EnvModel):
     return self._transition_out(self._pool_and_inject(hidden))
 
   def _sample(self, dist: Gaussian) -> tf.Tensor:
-    return dist.mean + dist.std * self.sample_normal(tf.shape(dist.mean))
+    return self.sample_gaussian(dist.mean, dist.std)
 
   def _prior_mean(self, state: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
     """The mean of p(z_t | s_{t-1}, a_{t-1}) alone [B, h, w, Z]: the

@@ -86,6 +86,60 @@ def test_a_rows_noise_depends_on_its_key_alone():
   np.testing.assert_array_equal(noise.fold(keys[2:3], 3), folded[2:3])
 
 
+def test_the_fused_gaussian_sample_is_mean_plus_std_times_the_normals():
+  """noise.affine_normal draws the very normals of noise.normal and scales
+  them in the same kernel: equal to the unfused expression to rounding (a
+  fused multiply-add), std broadcast, row i still a function of keys[i]."""
+  keys = _keys(6)
+  rng = np.random.RandomState(1)
+  mean = tf.constant(rng.randn(6, 3, 4, 2), tf.float32)
+  std = tf.constant(rng.rand(6, 3, 4, 2) + 0.1, tf.float32)
+  z = noise.normal(keys, [3, 4, 2], counter=5)
+  fused = noise.affine_normal(keys, mean, std, counter=5).numpy()
+  np.testing.assert_allclose(fused, (mean + std * z).numpy(), rtol=1e-6,
+                             atol=1e-6)
+  alone = noise.affine_normal(keys[4:5], mean[4:5], std[4:5], counter=5)
+  np.testing.assert_allclose(alone.numpy()[0], fused[4], rtol=1e-6,
+                             atol=1e-6)
+  scalar = noise.affine_normal(keys, mean, 0.5, counter=5).numpy()
+  np.testing.assert_allclose(scalar, (mean + 0.5 * z).numpy(), rtol=1e-6,
+                             atol=1e-6)
+  # Gradients of the reparameterisation: d/dmean = 1, d/dstd = the normals.
+  with tf.GradientTape() as tape:
+    tape.watch([mean, std])
+    total = tf.reduce_sum(noise.affine_normal(keys, mean, std, counter=5))
+  d_mean, d_std = tape.gradient(total, [mean, std])
+  np.testing.assert_allclose(d_mean.numpy(), 1.0)
+  np.testing.assert_allclose(d_std.numpy(), z.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_models_keyed_gaussian_sample_is_the_unfused_one():
+  """EnvModel.sample_gaussian with the step's keys (the fused kernel) and
+  without (its own generator): both mean + std * eps, the keyed eps the
+  one sample_normal draws at the same counter."""
+  spec = envmodels.EnvModelSpec(kind="sssm", observation_shape=(16, 24, 3),
+                                num_actions=5, jump=1, context_length=3)
+  model = envmodels.build(
+      spec, seed=0, **envmodels.model_class("sssm").tiny_hyperparameters())
+  mean = tf.constant(np.random.RandomState(2).randn(4, 2, 3, 2), tf.float32)
+  std = tf.fill([4, 2, 3, 2], 2.0)
+  keys = noise.as_keys(_keys(4))
+  model._noise_keys, model._noise_draws = keys, 0  # pylint: disable=protected-access
+  try:
+    fused = model.sample_gaussian(mean, std).numpy()
+    eps = model.sample_normal(tf.shape(mean)).numpy()  # counter 1
+  finally:
+    model._noise_keys = None  # pylint: disable=protected-access
+  want = mean + std * noise.normal(keys, [2, 3, 2], counter=0)
+  np.testing.assert_allclose(fused, want.numpy(), rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(eps, noise.normal(keys, [2, 3, 2], 1).numpy())
+  model.reseed(3)
+  sampled = model.sample_gaussian(mean, std).numpy()
+  model.reseed(3)
+  np.testing.assert_allclose(
+      sampled, (mean + std * model.sample_normal(tf.shape(mean))).numpy())
+
+
 def test_keys_of_the_wrong_shape_or_type_are_refused():
   with pytest.raises(ValueError, match=r"expected shape \[N, 2\]"):
     noise.normal(tf.zeros([4], tf.int32), [2])
