@@ -46,7 +46,7 @@ run: their cost (docs/performance.md). The default `on` is what agents run.
 
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
-      [--value-checks on|off|both] [--noise table,ndtri,free,zeros]
+      [--value-checks on|off|both] [--noise table,table_unfused,ndtri,free]
       [--threads auto] [--output FILE]
 """
 
