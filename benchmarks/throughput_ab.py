@@ -16,6 +16,9 @@ and new_R.json (this checkout's, with `--transports local,reverb`):
   done
   python benchmarks/throughput_ab.py OUT [--output OUT.md]
 
+(run_all.py runs it without arguments: it summarises the committed A/B,
+results/train_throughput_ab/, into results/train_throughput_ab.md.)
+
 Prints (and writes) a markdown table per row: the median env steps/s of
 the base, of this revision over Reverb and in-process ('local'), the
 median and every round's ratio local / base, where the time went, and
@@ -82,13 +85,18 @@ def summary(folder: str) -> str:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("folder", help="where base_R.json and new_R.json are")
-  parser.add_argument("--output", default="", help="a markdown file")
+  parser.add_argument(
+      "folder", nargs="?",
+      default=os.path.join(HERE, "results", "train_throughput_ab"),
+      help="where base_R.json and new_R.json are (default: the committed "
+      "A/B, results/train_throughput_ab)")
+  parser.add_argument("--output", default="",
+                      help="the markdown file (default: FOLDER.md)")
   args = parser.parse_args()
   text = summary(args.folder)
   print(text)
-  if args.output:
-    io_utils.atomic_write_text(args.output, text)
+  io_utils.atomic_write_text(
+      args.output or args.folder.rstrip(os.sep) + ".md", text)
 
 
 if __name__ == "__main__":
