@@ -20,7 +20,10 @@ Writes benchmarks/results/train_throughput.json and prints a markdown table.
       [--updates 100] [--warmup 10] [--precisions fp32,bf16]
       [--transports local,reverb] [--repeats 3] [--output FILE]
 
-With --repeats R every cell is measured R times round-robin (all cells,
+With --interleave B (and --transports local,reverb) each row's Trainers
+of every transport are built side by side in one process and timed in B
+alternating blocks of --updates updates: the steadiest ratio on a busy
+machine. With --repeats R every cell is measured R times round-robin (all cells,
 then all again), so that a machine whose load changes affects the cells
 alike; each cell reports its median repeat and every repeat's env steps/s.
 
@@ -39,7 +42,7 @@ import platform
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the repository root, for configs/
@@ -210,6 +213,55 @@ def measure(row: Row, updates: int, warmup: int,
       forward_gflop_per_window=gflop)
 
 
+def interleaved(row: Row, blocks: int, updates: int, warmup: int,
+                precision: str, transports: Sequence[str]
+                ) -> Dict[str, Any]:
+  """The row's Trainer at each transport, built side by side in this
+  process and timed in alternating blocks of `updates` updates, so that
+  a changing machine load falls on every transport alike; env steps/s of
+  each block, and each block's rate over the first transport's block of
+  the same round."""
+  with tempfile.TemporaryDirectory() as tmpdir:
+    config = load_config(row, tmpdir)
+    if precision:
+      config.precision = precision
+    trainers = {}
+    try:
+      for transport in transports:
+        trainers[transport] = training.Trainer(
+            config, os.path.join(tmpdir, transport), transport=transport)
+        trainers[transport].learner.publish()
+      unrolls = config.batch_size // config.num_envs
+
+      def run(trainer, count) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+          for _ in range(unrolls):
+            trainer.actor.unroll()
+          trainer.learner.step()
+        return time.perf_counter() - start
+      for trainer in trainers.values():
+        run(trainer, warmup)
+      rates: Dict[str, list] = {t: [] for t in transports}
+      for _ in range(blocks):
+        for transport, trainer in trainers.items():
+          rates[transport].append(
+              updates * config.batch_size * config.unroll_length /
+              run(trainer, updates))
+    finally:
+      for trainer in trainers.values():
+        trainer.close()
+  first = transports[0]
+  return dict(
+      config_file=row.config_file, preset=row.preset,
+      precision=config.precision, blocks=blocks, updates_per_block=updates,
+      env_steps_per_s={t: float(np.median(r)) for t, r in rates.items()},
+      blocks_env_steps_per_s=rates,
+      median_ratio_to_first={
+          t: float(np.median(np.array(r) / np.array(rates[first])))
+          for t, r in rates.items()})
+
+
 def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--rows", default=",".join(ROWS),
@@ -229,6 +281,12 @@ def main() -> None:
                       help="measure every cell this many times, round-"
                       "robin (all cells once, then again), and report "
                       "each cell's median (and every repeat's figure)")
+  parser.add_argument("--interleave", type=int, default=0,
+                      help="instead of the table: build every transport's "
+                      "Trainer of each row side by side and time this many "
+                      "alternating blocks of --updates updates each "
+                      "(one process; the ratio between transports is the "
+                      "figure)")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "train_throughput.json"),
                       help="where the JSON report goes")
@@ -245,6 +303,24 @@ def main() -> None:
                  f"{training.TRANSPORTS}")
   if args.repeats < 1:
     parser.error(f"--repeats must be >= 1, given {args.repeats}")
+  if args.interleave:
+    report = {}
+    for name in names:
+      for precision in precisions:
+        label = f"{name}@{precision}" if precision else name
+        print(f"interleaving {label} ...", file=sys.stderr, flush=True)
+        report[label] = interleaved(ROWS[name], args.interleave,
+                                    args.updates, args.warmup, precision,
+                                    transports)
+        r = report[label]
+        print(f"{label}: " + ", ".join(
+            f"{t} {r['env_steps_per_s'][t]:,.0f} env steps/s "
+            f"(x{r['median_ratio_to_first'][t]:.2f})" for t in transports))
+    io_utils.atomic_write_json(args.output, dict(
+        interleaved=report, command=" ".join(sys.argv),
+        load_average=list(os.getloadavg()),
+        date=time.strftime("%Y-%m-%dT%H:%M:%S")))
+    return
   cells = {}
   for name in names:
     for precision in precisions:
