@@ -10,6 +10,7 @@ unrolls + one learner step, and reports:
   learner steps/s   updates per second of the loop
   actor ms/unroll, learner ms/step   where the time goes
   x A2C             env steps/s over the A2C row's on the same environment
+                    (same precision, transport and number of envs)
   GFLOP/window      float operations of acting on one window (TensorFlow's
                     graph profiler; an I2A's rollouts included, the
                     oracle's emulator steps not): the I2A's cost is its
@@ -103,6 +104,14 @@ ROWS: Dict[str, Row] = {
     "a2c/minipacman": Row("configs/agents/a2c.py", "minipacman"),
     "i2a_distillation/minipacman": Row(
         _I2A, "minipacman",
+        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
+                              "minipacman")),
+    # More environments per actor (the batch grows with them): what the
+    # per-call costs come to when each call serves 32 windows.
+    "a2c/minipacman_32envs": Row("configs/agents/a2c.py", "minipacman",
+                                 {"num_envs": 32, "batch_size": 32}),
+    "i2a_distillation/minipacman_32envs": Row(
+        _I2A, "minipacman", {"num_envs": 32, "batch_size": 32},
         setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
                               "minipacman")),
     # The emulator oracle: its rollouts run in the actor (side inputs).
@@ -350,10 +359,11 @@ def main() -> None:
       date=time.strftime("%Y-%m-%dT%H:%M:%S"))
   # Each row against A2C on the same environment at the same precision,
   # measured in this run.
-  a2c = {(r["env_id"], r["precision"], r["transport"]): r["env_steps_per_s"]
+  a2c = {(r["env_id"], r["precision"], r["transport"], r["num_envs"]):
+         r["env_steps_per_s"]
          for name, r in results.items() if name.startswith("a2c/")}
   for r in results.values():
-    key = (r["env_id"], r["precision"], r["transport"])
+    key = (r["env_id"], r["precision"], r["transport"], r["num_envs"])
     r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[key]
                             if key in a2c else None)
   io_utils.atomic_write_json(args.output, report)
