@@ -104,6 +104,32 @@ class Child:
     return self.popen is not None and self.popen.poll() is None
 
 
+def role_children(config_args: Sequence[str], connect_timeout_s: float,
+                  reverb_address: str, workdir: str, ranks: Sequence[int],
+                  port: Optional[int] = None, with_learner: bool = True,
+                  actors_on_gpu: bool = False) -> List[Child]:
+  """The role processes of a launch, each `python -m i2a.launch --role=...`
+  with `config_args`: the server (when `port` is given: it serves there),
+  the learner (`with_learner`; it owns `workdir`) and an actor per rank.
+  The actors and the server see no GPU unless `actors_on_gpu`. Both
+  launchers (this module's and i2a/run/ray_backend.py) run these."""
+  config_args = list(config_args)
+  common = config_args + [f"--connect_timeout_s={connect_timeout_s}"]
+  cpu_only = {} if actors_on_gpu else {CUDA_DEVICES_ENV: ""}
+  children = []
+  if port is not None:  # Reverb only: it never needs a GPU.
+    children.append(Child("server", "server", config_args + [
+        "--role=server", f"--port={port}"], env=dict(cpu_only)))
+  if with_learner:
+    children.append(Child("learner", "learner", common + [
+        "--role=learner", f"--reverb_address={reverb_address}",
+        f"--workdir={workdir}"]))
+  children += [Child(f"actor-{rank}", "actor", common + [
+      "--role=actor", f"--reverb_address={reverb_address}",
+      f"--rank={rank}"], env=dict(cpu_only)) for rank in ranks]
+  return children
+
+
 class _LogEcho:
   """Echoes the new complete lines of a log file with a prefix."""
 
@@ -202,21 +228,12 @@ class Launcher:
       self._say(f"{KEY_ENV} is not set: generated a random key for this "
                 "launch's processes (processes on other hosts cannot join; "
                 "set the variable on every host to let them).")
-    config_args = list(config_args) + list(role_arguments)
-    common = config_args + [f"--connect_timeout_s={connect_timeout_s}"]
-    cpu_only = {} if actors_on_gpu else {CUDA_DEVICES_ENV: ""}
-    self.children: List[Child] = []
-    if with_server:  # Reverb only: it never needs a GPU.
-      self.children.append(Child("server", "server", config_args + [
-          "--role=server", f"--port={port}"], env=dict(cpu_only)))
-    if with_learner:
-      self.children.append(Child("learner", "learner", common + [
-          "--role=learner", f"--reverb_address={reverb_address}",
-          f"--workdir={self.workdir}"]))
-    for rank in range(first_rank, first_rank + num_actors):
-      self.children.append(Child(f"actor-{rank}", "actor", common + [
-          "--role=actor", f"--reverb_address={reverb_address}",
-          f"--rank={rank}"], env=dict(cpu_only)))
+    self.children = role_children(
+        list(config_args) + list(role_arguments), connect_timeout_s,
+        reverb_address, self.workdir,
+        range(first_rank, first_rank + num_actors),
+        port=port if with_server else None, with_learner=with_learner,
+        actors_on_gpu=actors_on_gpu)
     self._echoes: Dict[str, _LogEcho] = {}
 
   # -- Processes ---------------------------------------------------------------

@@ -309,27 +309,23 @@ class RayLauncher:
     self.reverb_address = ray.get(ray.remote(num_cpus=0)(
         _free_address).options(
             scheduling_strategy=in_bundle(SERVER_BUNDLE)).remote())
-    port = self.reverb_address.rsplit(":", 1)[1]
-    cpu_only = {} if self._actors_on_gpu else {launching.CUDA_DEVICES_ENV: ""}
-    common = self._config_args + [
-        f"--connect_timeout_s={self._connect_timeout_s}"]
+    port = int(self.reverb_address.rsplit(":", 1)[1])
     remote = ray.remote(RoleProcess)
     options = dict(max_restarts=self._max_restarts, max_task_retries=-1,
                    max_concurrency=4)
     cwd = os.getcwd()
-    specs = [("server", "server", self._config_args + [
-        "--role=server", f"--port={port}"], dict(cpu_only),
-              dict(num_cpus=1, scheduling_strategy=in_bundle(SERVER_BUNDLE))),
-             ("learner", "learner", common + [
-                 "--role=learner", f"--reverb_address={self.reverb_address}",
-                 f"--workdir={self.workdir}"], {},
-              dict(num_cpus=1, num_gpus=1 if gpus else 0,
-                   scheduling_strategy=in_bundle(LEARNER_BUNDLE)))]
-    specs += [(f"actor-{rank}", "actor", common + [
-        "--role=actor", f"--reverb_address={self.reverb_address}",
-        f"--rank={rank}"], dict(cpu_only),
-               dict(num_cpus=self._actor_cpus, num_gpus=0))
-              for rank in range(self._num_actors)]
+    resources = {
+        "server": dict(num_cpus=1,
+                       scheduling_strategy=in_bundle(SERVER_BUNDLE)),
+        "learner": dict(num_cpus=1, num_gpus=1 if gpus else 0,
+                        scheduling_strategy=in_bundle(LEARNER_BUNDLE)),
+        "actor": dict(num_cpus=self._actor_cpus, num_gpus=0)}
+    children = launching.role_children(
+        self._config_args, self._connect_timeout_s, self.reverb_address,
+        self.workdir, range(self._num_actors), port=port,
+        actors_on_gpu=self._actors_on_gpu)
+    specs = [(c.name, c.role, c.arguments, c.env, resources[c.role])
+             for c in children]
     for name, role, arguments, env, resources in specs:
       self.roles[name] = role
       self.handles[name] = remote.options(**options, **resources).remote(
