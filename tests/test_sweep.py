@@ -281,7 +281,7 @@ def test_the_table1_grid(preset, tmp_path):
     assert protocol["observation_size"] == [104, 80]
 
 
-@pytest.mark.parametrize("preset", ["minipacman", "tiny"])
+@pytest.mark.parametrize("preset", ["minipacman", "regular", "tiny"])
 def test_the_i2a_minipacman_grid(preset, tmp_path):
   grid = sweeping.load_grid(f"configs/sweeps/i2a_minipacman.py:{preset}")
   plan = sweeping.make_plan(grid, str(tmp_path))
@@ -289,21 +289,26 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
   by_name = {}
   for job in train:
     by_name.setdefault(job.name, []).append(job)
-  depths = (1, 2, 4) if preset == "minipacman" else (1,)
+  full = preset != "tiny"
+  depths = (1, 2, 4) if full else (1,)
   assert list(by_name) == [
       "a2c", "copy_model", "distill_dssm_det", "distill_sssm",
       "learning_to_query", "imagination_prior", "uniform_rollouts",
       "pixel_imagination", "emulator_oracle"] + [f"depth_{t}" for t in depths]
-  seeds = [0, 1, 2] if preset == "minipacman" else [0]
+  seeds = [0, 1, 2] if full else [0]
   for jobs in by_name.values():
     assert [j.seed for j in jobs] == seeds
   config = {name: jobs[0].config for name, jobs in by_name.items()}
-  assert all(c["protocol"]["env_id"] == "MiniPacman-avoid-v0"
-             for c in config.values())
-  if preset == "minipacman":
+  env_id = ("MiniPacman-regular-v0" if preset == "regular"
+            else "MiniPacman-avoid-v0")
+  assert all(c["protocol"]["env_id"] == env_id for c in config.values())
+  # The collected data is of the same task.
+  assert plan.jobs[0].config["protocol"]["env_id"] == env_id
+  if full:
     assert all(j.config["env_steps"] >= 1_000_000 for j in train)
-    # The collected data is MiniPacman-avoid too.
-    assert plan.jobs[0].config["protocol"]["env_id"] == "MiniPacman-avoid-v0"
+    assert grid.name == f"i2a_minipacman_{preset}"
+  else:  # the tiny presets' short episodes are kept
+    assert config["a2c"]["protocol"]["max_episode_frames"] == 12
   net = {name: c.get("network", {}) for name, c in config.items()}
   assert config["a2c"]["agent"] == "a2c" and not config["a2c"]["envmodel"]
   assert net["copy_model"]["model"] == "copy"

@@ -1,11 +1,11 @@
-"""The I2A claims on MiniPacman-avoid, 3 seeds each (Weber et al. 2017;
+"""The I2A claims on MiniPacman, 3 seeds each (Weber et al. 2017;
 Buesing et al. 2018): does imagination help, and which rollout policy,
 model and imagination?
 
-  python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py \
-      --workdir=sweeps/i2a_minipacman [--grid.env_steps=2000000]
+  python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:regular] \
+      --workdir=sweeps/i2a_minipacman[_regular] [--grid.env_steps=2000000]
 
-One random-policy dataset of MiniPacman-avoid; a dSSM-DET, an sSSM and an
+One random-policy dataset of the preset's MiniPacman task; a dSSM-DET, an sSSM and an
 action-free sSSM pretrained on it per seed (model seed s for agent seed s:
 the intervals include the model's seed); then, each for `env_steps` env
 steps (the `minipacman` agent preset: lr 2e-3, entropy 0.03, 16 envs x 5
@@ -25,15 +25,21 @@ every run):
   depth_4             tau = 1, 2, 4 model steps (distill_dssm_det: 3)
 Estimated compute on 2 CPU cores: docs/experiments.md.
 
-Presets: minipacman (the experiment), tiny (the same grid with the tiny
-presets, one seed, a few updates: the tests).
+Presets: minipacman (the experiment on MiniPacman-avoid), regular (the
+same grid on MiniPacman-regular: on avoid every agent, the emulator oracle
+included, settles on standing still within 1M env steps, so the agents
+cannot differ there; docs/results.md), tiny (the grid with the tiny
+presets on avoid, one seed, a few updates: the tests).
 """
 
 import ml_collections
 
 from configs import common
 
-PRESETS = ("minipacman", "tiny")
+PRESETS = ("minipacman", "regular", "tiny")
+# The MiniPacman task of each preset (the agent and collect presets'
+# default is avoid).
+TASKS = {"minipacman": "avoid", "regular": "regular", "tiny": "avoid"}
 A2C = "configs/agents/a2c.py"
 I2A = "configs/agents/i2a.py"
 
@@ -42,26 +48,33 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   preset = common.check_preset(preset, PRESETS,
                                "configs/sweeps/i2a_minipacman.py")
   tiny = preset == "tiny"
+  task = TASKS[preset]
+  # Runs of the other presets keep their names; `regular` runs the
+  # `minipacman` presets of every stage on its task.
+  stage_preset = "minipacman" if preset == "regular" else preset
+  protocol = dict(env_id=f"MiniPacman-{task}-v0")
   grid = ml_collections.ConfigDict()
   grid.name = f"i2a_minipacman_{preset}"
   grid.seeds = (0,) if tiny else (0, 1, 2)
   grid.env_steps = 36 if tiny else 1_000_000  # every agent, every seed
   grid.pretrain_steps = 4 if tiny else 5_000
   grid.collect = (dict(
-      name="random", config=f"configs/collect.py:{preset}",
+      name="random", config=f"configs/collect.py:{stage_preset}",
       overrides=dict(train_steps=600 if tiny else 50_000,
-                     test_steps=200 if tiny else 5_000)),)
+                     test_steps=200 if tiny else 5_000,
+                     protocol=protocol)),)
   grid.pretrain = tuple(
-      dict(name=name, config=f"configs/envmodels/{name}.py:{preset}",
+      dict(name=name, config=f"configs/envmodels/{name}.py:{stage_preset}",
            data="collect/random",
            overrides=dict(train_steps=grid.get_ref("pretrain_steps")))
       for name in ("dssm_det", "sssm", "sssm_action_free"))
 
   def agent(name, config, envmodel="", **network):
-    overrides = dict(env_steps=grid.get_ref("env_steps"))
+    overrides = dict(env_steps=grid.get_ref("env_steps"), protocol=protocol)
     if network:
       overrides["network"] = network
-    return dict(name=name, config=f"{config}:{preset}", envmodel=envmodel,
+    return dict(name=name, config=f"{config}:{stage_preset}",
+                envmodel=envmodel,
                 overrides=overrides)
 
   grid.train = (
