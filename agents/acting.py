@@ -359,7 +359,7 @@ class Actor:
       self._variable_client.update()
 
   def unroll(self) -> Tuple[Dict[str, np.ndarray], List[Episode]]:
-    """Runs n steps on every env; writes one unroll per env.
+    """Runs n steps on every env; writes their unrolls (`write_unrolls`).
 
     Returns the unrolls as a batch ({field: [N, ...]}, unroll_signature) and
     the episodes that finished during them.

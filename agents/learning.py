@@ -2,7 +2,7 @@
 
 Data flow (docs/agents.md, "Data flow"): `unroll_dataset` reads the Reverb `unrolls`
 queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
-batches of `batch_size` unrolls; `Learner.step()` runs one update in the
+batches of `batch_size` unrolls (items of several unrolls merged); `Learner.step()` runs one update in the
 private tf.function `_step()` (the network over all n + 1 windows of every
 unroll, with their stored side inputs if it declares any;
 `agents.losses.actor_critic_loss` on the clipped rewards (`reward_clipping`)
@@ -128,9 +128,10 @@ def unroll_dataset(server_address: str, batch_size: int,
   if batch_size < 1 or batch_size % unrolls_per_item:
     raise ValueError(
         f"a batch of {batch_size} unrolls cannot be read from a queue whose "
-        f"items hold {unrolls_per_item} unrolls each (an actor's unroll "
-        "batch, one per environment): make config.batch_size a positive "
-        f"multiple of config.num_envs ({unrolls_per_item}).")
+        f"items hold {unrolls_per_item} unrolls each (of one actor's "
+        "environments): make config.batch_size a positive multiple of "
+        "config.num_envs (i2a/run/train.py check_config), or read batches "
+        f"of a multiple of {unrolls_per_item}.")
   items = batch_size // unrolls_per_item
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=server_address, table=table,
@@ -153,7 +154,7 @@ class LocalUnrolls:
   `batch_size` unrolls {field: [batch_size, ...]}, in insertion order,
   environment by environment: the batch the Reverb `unrolls` queue
   (`unroll_dataset`) would give for the same writes, without the
-  per-unroll items, serialisation and sampling. Single-threaded: `put`
+  items, serialisation and sampling. Single-threaded: `put`
   past `capacity` unrolls or `take` of more than are queued raise (an
   actor and a learner that alternate never do), where Reverb would block.
   """

@@ -113,12 +113,13 @@ def check_config(config: ml_collections.ConfigDict) -> None:
 
 
 # The most bytes of unrolls the runtimes put into one item of the Reverb
-# `unrolls` queue: below it, per-item costs (an append, a create_item, a
-# chunk) dominate and an actor's whole unroll batch goes as one item; an
-# item past it is split, so that the writer compresses and sends one part
-# while the next is appended and the learner's dataset decompresses items
-# as they come (docs/performance.md, "Reverb writes").
-MAX_ITEM_BYTES = 4 * 2**20
+# `unrolls` queue. Small unrolls cost per item (an append, a create_item, a
+# chunk): an actor's whole unroll batch goes as one item, 0.3-0.5x the
+# time of an item per unroll for batches up to 2.3 MB. Large ones cost per
+# byte, and more as larger items (x0.9-1.2 at 3.9 MB, x1.4-3 at 31 MB: the
+# learner's dataset no longer reads one item while the next is written):
+# they are split (docs/performance.md, "Reverb writes").
+MAX_ITEM_BYTES = 3 * 2**20
 
 
 def unrolls_per_item(config: ml_collections.ConfigDict,
