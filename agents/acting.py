@@ -5,8 +5,12 @@ newest weights from the Reverb `variables` table (`VariableClient`), then
 steps its `num_envs` environments for `unroll_length` steps, sampling
 actions from the network's policy over each environment's frame window
 (the frames seen `network.window_offsets` agent steps ago: the last k, or
-a jumpy model's context c steps apart), and writes one item per
-environment into the `unrolls` queue (`unroll_signature`):
+a jumpy model's context c steps apart), and writes the unrolls into the
+`unrolls` queue (`write_unrolls`) as items of U = `unrolls_per_item`
+consecutive environments' unrolls, each field with a leading [U] axis (U =
+1: an item per unroll, no such axis; the runtimes choose U, up to the whole
+batch N: i2a/run/train.py `unrolls_per_item`). One unroll
+(`unroll_signature`):
 
   observation      uint8 [n + 1, k, H, W, C]  frame windows o_0 .. o_n
                                               (k = len(window_offsets))
@@ -66,11 +70,15 @@ class Episode(NamedTuple):
 def unroll_signature(unroll_length: int, window_length: int,
                      observation_shape: Tuple[int, int, int],
                      num_actions: int,
-                     side_inputs: Optional[Mapping[str, tf.TensorSpec]] = None
+                     side_inputs: Optional[Mapping[str, tf.TensorSpec]] = None,
+                     unrolls_per_item: int = 1
                      ) -> Dict[str, tf.TensorSpec]:
-  """The item signature of the `unrolls` queue (one unroll, no batch axis);
-  `window_length`: frames per window (len(network.window_offsets));
-  `side_inputs`: the network's side_input_spec(), one per window."""
+  """The item signature of the `unrolls` queue; `window_length`: frames per
+  window (len(network.window_offsets)); `side_inputs`: the network's
+  side_input_spec(), one per window; `unrolls_per_item`: 1, one unroll
+  (no batch axis), or U > 1, U environments' unrolls of an actor's batch,
+  every field with a leading [U] axis (`write_unrolls`)."""
+  check_unrolls_per_item(unrolls_per_item)
   n = unroll_length
   side = {name: tf.TensorSpec([n + 1, *spec.shape], spec.dtype, name)
           for name, spec in (side_inputs or {}).items()}
@@ -79,7 +87,7 @@ def unroll_signature(unroll_length: int, window_length: int,
   if clash:
     raise ValueError(f"side inputs may not reuse the unroll fields {clash}; "
                      "rename them in the network's side_input_spec().")
-  return {
+  signature = {
       "observation": tf.TensorSpec([n + 1, window_length, *observation_shape],
                                    tf.uint8, "observation"),
       "action": tf.TensorSpec([n], tf.int32, "action"),
@@ -89,6 +97,53 @@ def unroll_signature(unroll_length: int, window_length: int,
                                         "behaviour_logits"),
       **side,
   }
+  if unrolls_per_item == 1:
+    return signature
+  return {name: tf.TensorSpec([unrolls_per_item, *spec.shape], spec.dtype,
+                              name) for name, spec in signature.items()}
+
+
+def check_unrolls_per_item(unrolls_per_item: int) -> int:
+  """Validates a count of unrolls per `unrolls` item (>= 1)."""
+  if int(unrolls_per_item) != unrolls_per_item or unrolls_per_item < 1:
+    raise ValueError("unrolls_per_item must be an integer >= 1 (1: an item "
+                     "per unroll; U: items of U environments' unrolls), "
+                     f"given {unrolls_per_item!r}.")
+  return int(unrolls_per_item)
+
+
+def write_unrolls(writer: reverb.TrajectoryWriter, table: str,
+                  batch: Mapping[str, np.ndarray],
+                  unrolls_per_item: int) -> None:
+  """Writes an actor's unroll batch {field: [N, ...]} into `table` and
+  flushes: N / U items of U = `unrolls_per_item` consecutive environments'
+  unrolls each (fields [U, ...]; U = 1: one unroll per item, no such axis),
+  U dividing N. Whatever U, the queue gives the unrolls back in the same
+  order (agents/learning.py `unroll_dataset`)."""
+  sizes = {len(value) for value in batch.values()}
+  if len(sizes) != 1:
+    raise ValueError("an unroll batch needs one leading size across its "
+                     f"fields, given {sorted(sizes)}.")
+  num_envs = sizes.pop()
+  if unrolls_per_item < 1 or num_envs % unrolls_per_item:
+    raise ValueError(f"an unroll batch of {num_envs} environments cannot be "
+                     f"written as items of {unrolls_per_item} unrolls: the "
+                     "`unrolls` table's unrolls_per_item must divide the "
+                     "actor's num_envs.")
+  if unrolls_per_item == 1:
+    items = [{key: value[i] for key, value in batch.items()}
+             for i in range(num_envs)]
+  else:  # Views of the batch, [U, ...] each: no copy here.
+    items = [{key: value[i:i + unrolls_per_item]
+              for key, value in batch.items()}
+             for i in range(0, num_envs, unrolls_per_item)]
+  for item in items:
+    # One append holds a whole item; the item is that (squeezed) step.
+    writer.append(item)
+    writer.create_item(table, priority=1.0,
+                       trajectory={key: column[-1]
+                                   for key, column in writer.history.items()})
+  writer.flush()
 
 
 def consecutive_offsets(length: int) -> Tuple[int, ...]:
@@ -199,7 +254,8 @@ class Actor:
                variable_client: Optional[Union[VariableClient,
                                                LocalVariables]] = None,
                table: str = tables.UNROLLS, greedy: bool = False,
-               sink: Optional["UnrollSink"] = None):
+               sink: Optional["UnrollSink"] = None,
+               unrolls_per_item: int = 1):
     """
     Args:
       network: the acting copy of the network (its variables created).
@@ -215,6 +271,10 @@ class Actor:
       sink: where unrolls go instead of Reverb, in one process with the
         learner: each unroll batch {field: [N, ...]} is `sink.put` whole
         (agents/learning.py LocalUnrolls). Not with `client`.
+      unrolls_per_item: how the unrolls go into Reverb (`write_unrolls`):
+        items of this many environments' unrolls (a divisor of num_envs;
+        the runtimes choose it: i2a/run/train.py `unrolls_per_item`); the
+        table's signature must agree (`unroll_signature`).
     """
     if client is not None and sink is not None:
       raise ValueError("an Actor writes its unrolls to Reverb (client) or "
@@ -225,8 +285,15 @@ class Actor:
       raise ValueError("the actor needs a vector env with same-step "
                        "autoreset (i2a.environments.make_vector_env), given "
                        f"{envs.autoreset_mode}.")
+    check_unrolls_per_item(unrolls_per_item)
+    if envs.num_envs % unrolls_per_item:
+      raise ValueError(f"an actor of {envs.num_envs} environments writes "
+                       "items of a number of unrolls that divides "
+                       f"{envs.num_envs}, given unrolls_per_item="
+                       f"{unrolls_per_item}.")
     self.network = network
     self.unroll_length = unroll_length
+    self.unrolls_per_item = unrolls_per_item
     self._envs = envs
     self._client = client
     self._sink = sink
@@ -292,7 +359,7 @@ class Actor:
       self._variable_client.update()
 
   def unroll(self) -> Tuple[Dict[str, np.ndarray], List[Episode]]:
-    """Runs n steps on every env; writes one unroll per env.
+    """Runs n steps on every env; writes their unrolls (`write_unrolls`).
 
     Returns the unrolls as a batch ({field: [N, ...]}, unroll_signature) and
     the episodes that finished during them.
@@ -350,14 +417,7 @@ class Actor:
   def _write(self, batch: Dict[str, np.ndarray]) -> None:
     if self._writer is None:
       self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
-    for i in range(self.num_envs):
-      # One append holds a whole unroll; the item is that (squeezed) step.
-      self._writer.append({key: value[i] for key, value in batch.items()})
-      self._writer.create_item(
-          self._table, priority=1.0,
-          trajectory={key: column[-1]
-                      for key, column in self._writer.history.items()})
-    self._writer.flush()
+    write_unrolls(self._writer, self._table, batch, self.unrolls_per_item)
 
   # -- Checkpointing ---------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Data flow (docs/agents.md, "Data flow"): `unroll_dataset` reads the Reverb `unrolls`
 queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
-batches of `batch_size` unrolls; `Learner.step()` runs one update in the
+batches of `batch_size` unrolls (items of several unrolls merged); `Learner.step()` runs one update in the
 private tf.function `_step()` (the network over all n + 1 windows of every
 unroll, with their stored side inputs if it declares any;
 `agents.losses.actor_critic_loss` on the clipped rewards (`reward_clipping`)
@@ -43,6 +43,7 @@ from absl import logging
 
 from agents import compiled, losses
 from envmodels import optimization
+from agents.acting import check_unrolls_per_item
 from agents.base import ActorCriticNetwork
 from agents.variables import VariablePublisher
 from i2a.replay import tables
@@ -111,19 +112,38 @@ def sanitized(batch: Mapping[str, tf.Tensor],
 
 def unroll_dataset(server_address: str, batch_size: int,
                    table: str = tables.UNROLLS,
-                   timeout_ms: int = -1) -> tf.data.Dataset:
+                   timeout_ms: int = -1,
+                   unrolls_per_item: int = 1) -> tf.data.Dataset:
   """Batches {field: [B, ...]} of unrolls from the `unrolls` queue, in order.
 
   One worker keeps the queue's order, so a run is reproducible. With
   `timeout_ms` >= 0 the dataset ends (OutOfRangeError) when no unroll comes
-  for that long instead of waiting for ever.
+  for that long instead of waiting for ever. `unrolls_per_item`: the
+  table's (agents/acting.py `unroll_signature`); with U > 1 each batch is
+  batch_size // U items of [U, ...] unrolls, their leading axes merged
+  (item by item, environment by environment: the order one item per
+  unroll would give), so `batch_size` must be a multiple of U.
   """
+  check_unrolls_per_item(unrolls_per_item)
+  if batch_size < 1 or batch_size % unrolls_per_item:
+    raise ValueError(
+        f"a batch of {batch_size} unrolls cannot be read from a queue whose "
+        f"items hold {unrolls_per_item} unrolls each (of one actor's "
+        "environments): make config.batch_size a positive multiple of "
+        "config.num_envs (i2a/run/train.py check_config), or read batches "
+        f"of a multiple of {unrolls_per_item}.")
+  items = batch_size // unrolls_per_item
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=server_address, table=table,
-      max_in_flight_samples_per_worker=batch_size,
+      max_in_flight_samples_per_worker=items,
       num_workers_per_iterator=1, rate_limiter_timeout_ms=timeout_ms)
   dataset = dataset.map(lambda sample: sample.data)
-  return dataset.batch(batch_size, drop_remainder=True).prefetch(1)
+  dataset = dataset.batch(items, drop_remainder=True)
+  if unrolls_per_item > 1:  # [items, U, ...] -> [batch_size, ...]
+    dataset = dataset.map(lambda batch: {
+        name: tf.reshape(value, [batch_size, *value.shape[2:]])
+        for name, value in batch.items()})
+  return dataset.prefetch(1)
 
 
 class LocalUnrolls:
@@ -134,7 +154,7 @@ class LocalUnrolls:
   `batch_size` unrolls {field: [batch_size, ...]}, in insertion order,
   environment by environment: the batch the Reverb `unrolls` queue
   (`unroll_dataset`) would give for the same writes, without the
-  per-unroll items, serialisation and sampling. Single-threaded: `put`
+  items, serialisation and sampling. Single-threaded: `put`
   past `capacity` unrolls or `take` of more than are queued raise (an
   actor and a learner that alternate never do), where Reverb would block.
   """

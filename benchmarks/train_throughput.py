@@ -19,7 +19,8 @@ Writes benchmarks/results/train_throughput.json and prints a markdown table.
 
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
       [--updates 100] [--warmup 10] [--precisions fp32,bf16]
-      [--transports local,reverb] [--repeats 3] [--output FILE]
+      [--transports local,reverb] [--repeats 3] [--interleave B]
+      [--writes B [--items_of 1,4,0]] [--output FILE]
 
 With --interleave B (and --transports local,reverb) each row's Trainers
 of every transport are built side by side in one process and timed in B
@@ -27,6 +28,18 @@ alternating blocks of --updates updates: the steadiest ratio on a busy
 machine. With --repeats R every cell is measured R times round-robin (all cells,
 then all again), so that a machine whose load changes affects the cells
 alike; each cell reports its median repeat and every repeat's env steps/s.
+
+With --writes B each row's Reverb path alone is timed, ways an actor can
+put its unroll batch {field: [N, ...]} into the `unrolls` queue side by
+side in one process (agents/acting.py `write_unrolls`): items of U
+unrolls for each U of --items_of (1: an item per environment, N appends
+and create_items, one flush; 0: U = N, one item of the whole batch).
+Real unroll batches of the row's actor are written and read back by the
+learner's dataset (agents/learning.py `unroll_dataset`, batch_size
+unrolls per read) in B alternating blocks of --updates updates; reported
+per unroll batch: the writer's ms in append, create_item and flush, and
+the learner's ms per batch read. Every layout's first batch read is
+checked equal.
 
 Other agents add rows to ROWS by name: a Row gives the config file, the
 preset, overrides, and optionally `setup(tmpdir) -> overrides` for what a
@@ -36,6 +49,7 @@ row needs built first (e.g. an envmodel export for an I2A row).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import importlib
 import os
@@ -43,7 +57,7 @@ import platform
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the repository root, for configs/
@@ -53,7 +67,10 @@ import ml_collections
 import numpy as np
 import tensorflow as tf
 
+from agents import learning
+from agents.acting import unroll_signature, write_unrolls
 from i2a import io_utils
+from i2a.replay import tables
 from i2a.run import train as training
 
 RESULTS = os.path.join(HERE, "results")
@@ -279,6 +296,140 @@ def interleaved(row: Row, blocks: int, updates: int, warmup: int,
           for t, r in rates.items()})
 
 
+class TimedWriter:
+  """A reverb.TrajectoryWriter whose append, create_item and flush calls
+  are timed: `seconds[call]` sums each kind's wall time."""
+
+  def __init__(self, writer: Any):
+    self._writer = writer
+    self.seconds: Dict[str, float] = collections.defaultdict(float)
+
+  @property
+  def history(self) -> Any:
+    return self._writer.history
+
+  def _timed(self, call: str, *args, **kwargs) -> Any:
+    start = time.perf_counter()
+    try:
+      return getattr(self._writer, call)(*args, **kwargs)
+    finally:
+      self.seconds[call] += time.perf_counter() - start
+
+  def append(self, *args, **kwargs) -> None:
+    self._timed("append", *args, **kwargs)
+
+  def create_item(self, *args, **kwargs) -> None:
+    self._timed("create_item", *args, **kwargs)
+
+  def flush(self, *args, **kwargs) -> None:
+    self._timed("flush", *args, **kwargs)
+
+  def close(self) -> None:
+    self._writer.close()
+
+
+def writes(row: Row, blocks: int, updates: int, warmup: int,
+           precision: str, items_of: Sequence[int],
+           distinct_batches: int = 4) -> Dict[str, Any]:
+  """The row's unroll batches written to and read from a Reverb `unrolls`
+  queue as items of each of `items_of` unrolls (0: the whole batch),
+  alternating blocks of `updates` updates (each: batch_size // num_envs
+  batches written, one learner batch read) in one process with one
+  embedded server; ms per unroll batch in each writer call and per
+  learner read, medians over the blocks, keyed by unrolls per item."""
+  with tempfile.TemporaryDirectory() as tmpdir:
+    config = load_config(row, tmpdir)
+    if precision:
+      config.precision = precision
+    trainer = training.Trainer(config, os.path.join(tmpdir, "run"),
+                               transport="local")
+    try:  # Real unrolls: their contents (and how they compress) are a run's.
+      trainer.learner.publish()
+      batches = [trainer.actor.unroll()[0] for _ in range(distinct_batches)]
+      network = trainer.actor.network
+      layouts = sorted({u or config.num_envs for u in items_of})
+      signatures = {per_item: unroll_signature(
+          config.unroll_length, len(network.window_offsets),
+          trainer.observation_shape, trainer.num_actions,
+          network.side_input_spec(), per_item) for per_item in layouts}
+      chosen = training.unrolls_per_item(config, signatures[1])
+    finally:
+      trainer.close()
+  server = tables.start_server([
+      tables.unrolls_table(signatures[per_item],
+                           config.queue_size // per_item,
+                           name=f"unrolls_{per_item}")
+      for per_item in layouts])
+  unrolls = config.batch_size // config.num_envs
+  writers, readers = {}, {}
+  try:
+    client = server.localhost_client()
+    for per_item in layouts:
+      writers[per_item] = TimedWriter(client.trajectory_writer(
+          num_keep_alive_refs=1))
+      readers[per_item] = iter(learning.unroll_dataset(
+          f"localhost:{server.port}", config.batch_size,
+          table=f"unrolls_{per_item}", timeout_ms=60_000,
+          unrolls_per_item=per_item))
+    written = [0]
+
+    def run(per_item: int, count: int) -> Tuple[Dict[str, float], Any]:
+      writer = writers[per_item]
+      writer.seconds.clear()
+      read_s = write_s = 0.0
+      first = None
+      for _ in range(count):
+        start = time.perf_counter()
+        for _ in range(unrolls):
+          write_unrolls(writer, f"unrolls_{per_item}",
+                        batches[written[0] % len(batches)], per_item)
+          written[0] += 1
+        middle = time.perf_counter()
+        batch = next(readers[per_item])
+        read_s += time.perf_counter() - middle
+        write_s += middle - start
+        first = first if first is not None else batch
+      times = {f"{call}_ms": 1000 * seconds / (count * unrolls)
+               for call, seconds in writer.seconds.items()}
+      times.update(write_ms=1000 * write_s / (count * unrolls),
+                   read_ms=1000 * read_s / count,
+                   update_ms=1000 * (write_s + read_s) / count)
+      return times, first
+
+    firsts = {}
+    for per_item in layouts:
+      written[0] = 0  # Every layout's first read holds the same unrolls.
+      _, firsts[per_item] = run(per_item, max(warmup, 1))
+    for per_item in layouts:
+      for name, value in firsts[per_item].items():
+        np.testing.assert_array_equal(value.numpy(),
+                                      firsts[layouts[0]][name].numpy())
+    samples: Dict[int, list] = {per_item: [] for per_item in layouts}
+    for _ in range(blocks):
+      for per_item in layouts:
+        samples[per_item].append(run(per_item, updates)[0])
+  finally:
+    for writer in writers.values():
+      writer.close()
+    server.stop()
+  medians = {per_item: {key: float(np.median([s[key] for s in runs]))
+                        for key in runs[0]}
+             for per_item, runs in samples.items()}
+  update_ms = {per_item: np.array([s["update_ms"] for s in runs])
+               for per_item, runs in samples.items()}
+  return dict(
+      config_file=row.config_file, preset=row.preset,
+      precision=config.precision, num_envs=config.num_envs,
+      unroll_length=config.unroll_length, batch_size=config.batch_size,
+      mb_per_unroll_batch=sum(v.nbytes for v in batches[0].values()) / 2**20,
+      runtime_unrolls_per_item=chosen, blocks=blocks,
+      updates_per_block=updates, ms=medians,
+      blocks_update_ms={u: list(map(float, t)) for u, t in update_ms.items()},
+      median_update_ratio_to_items_of_1={
+          u: float(np.median(t / update_ms[layouts[0]]))
+          for u, t in update_ms.items()})
+
+
 def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--rows", default=",".join(ROWS),
@@ -304,6 +455,15 @@ def main() -> None:
                       "alternating blocks of --updates updates each "
                       "(one process; the ratio between transports is the "
                       "figure)")
+  parser.add_argument("--writes", type=int, default=0,
+                      help="instead of the table: time this many "
+                      "alternating blocks of --updates updates of the "
+                      "Reverb writes and reads alone, with items of each "
+                      "of --items_of unrolls (one process)")
+  parser.add_argument("--items_of", default="1,0",
+                      help="with --writes: comma-separated unrolls per "
+                      "Reverb item, divisors of num_envs (0: num_envs, "
+                      "an item per unroll batch)")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "train_throughput.json"),
                       help="where the JSON report goes")
@@ -320,6 +480,32 @@ def main() -> None:
                  f"{training.TRANSPORTS}")
   if args.repeats < 1:
     parser.error(f"--repeats must be >= 1, given {args.repeats}")
+  if args.writes:
+    items_of = [int(u) for u in args.items_of.split(",") if u]
+    report = {}
+    for name in names:
+      for precision in precisions:
+        label = f"{name}@{precision}" if precision else name
+        print(f"timing the writes of {label} ...", file=sys.stderr,
+              flush=True)
+        report[label] = r = writes(ROWS[name], args.writes, args.updates,
+                                   args.warmup, precision, items_of)
+        for per_item, ms in r["ms"].items():
+          print(f"{label}, items of {per_item} of {r['num_envs']} unrolls "
+                f"({r['mb_per_unroll_batch']:.2f} MB per unroll batch): "
+                f"write {ms['write_ms']:.2f} ms/unroll batch (append "
+                f"{ms['append_ms']:.2f}, create_item "
+                f"{ms['create_item_ms']:.2f}, flush {ms['flush_ms']:.2f}), "
+                f"read {ms['read_ms']:.2f} ms/learner batch, update "
+                f"{ms['update_ms']:.2f} ms "
+                f"(x{r['median_update_ratio_to_items_of_1'][per_item]:.2f})")
+        print(f"{label}: the runtimes write items of "
+              f"{r['runtime_unrolls_per_item']}")
+    io_utils.atomic_write_json(args.output, dict(
+        writes=report, command=" ".join(sys.argv),
+        load_average=list(os.getloadavg()),
+        date=time.strftime("%Y-%m-%dT%H:%M:%S")))
+    return
   if args.interleave:
     report = {}
     for name in names:

@@ -107,7 +107,11 @@ def test_backoff_doubles_up_to_its_cap():
       0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
 
 
-def test_server_watch_counts_a_loss_a_restart_and_the_unrolls_lost(capsys):
+@pytest.mark.parametrize("unrolls_per_item", [1, 4])
+def test_server_watch_counts_a_loss_a_restart_and_the_unrolls_lost(
+    capsys, unrolls_per_item):
+  # Three items in the queue: 3 unrolls, or 12 of items of 4 unrolls.
+  lost = 3 * unrolls_per_item
   port = portpicker.pick_unused_port()
   address = f"localhost:{port}"
   server = _server(port)
@@ -116,7 +120,8 @@ def test_server_watch_counts_a_loss_a_restart_and_the_unrolls_lost(capsys):
   watch = distributed.ServerWatch(client, address, "learner",
                                   give_up_after_s=60,
                                   on_restart=lambda: restarts.append(1),
-                                  timeout_s=1)
+                                  timeout_s=1,
+                                  unrolls_per_item=unrolls_per_item)
   _insert(client, tables.VARIABLES, 1)
   _insert(client, tables.UNROLLS, 3)
   assert watch.check() and watch.up
@@ -136,12 +141,12 @@ def test_server_watch_counts_a_loss_a_restart_and_the_unrolls_lost(capsys):
     assert watch.up
     assert watch.counts() == dict(server_losses=1, server_restarts=1,
                                   reconnect_attempts=watch.attempts,
-                                  unrolls_lost=3)
+                                  unrolls_lost=lost)
     assert watch.attempts >= 1 and restarts == [1]
     output = capsys.readouterr().out
     assert "learner: lost the Reverb server at" in output
     assert "reconnection attempt 1 to the Reverb server" in output
-    assert "3 unrolls lost with its queue" in output
+    assert f"{lost} unrolls lost with its queue" in output
     # The same server answering again is no restart.
     _insert(client, tables.VARIABLES, 1)
     assert watch.check() and watch.check()

@@ -52,10 +52,12 @@ def make_config(agent: str, preset: str,
   # Actor: num_envs environments, unrolls of unroll_length steps each.
   config.num_envs = 16
   config.unroll_length = 5
-  # Learner: batch_size unrolls per update (a multiple of num_envs in the
-  # embedded mode: batch_size // num_envs actor unrolls per update).
+  # Learner: batch_size unrolls per update (a multiple of num_envs: the
+  # embedded mode runs batch_size // num_envs actor unrolls per update, and
+  # the Reverb queue's items hold several environments' unrolls).
   config.batch_size = 16
-  config.queue_size = 64  # the Reverb `unrolls` queue's capacity (unrolls)
+  # The Reverb `unrolls` queue's capacity (unrolls; a multiple of num_envs).
+  config.queue_size = 64
   # reward_clipping: what the loss trains on, 'sign' (the A2C/I2A papers'
   # clipping to {-1, 0, 1}) or 'none'; unrolls and episode returns keep the
   # game's points (agents/learning.py).

@@ -123,13 +123,22 @@ class _Setup:
                                    seed_offset=seed_offset)
     return training.role_network(self.config, self.protocol, model)
 
+  def _unroll_signature(self, network: ActorCriticNetwork,
+                        per_item: int) -> Dict[str, tf.TensorSpec]:
+    return unroll_signature(
+        self.config.unroll_length, len(network.window_offsets),
+        self.observation_shape, self.num_actions, network.side_input_spec(),
+        per_item)
+
+  def unrolls_per_item(self, network: ActorCriticNetwork) -> int:
+    """Unrolls per item of the `unrolls` queue (training.unrolls_per_item)."""
+    return training.unrolls_per_item(self.config,
+                                     self._unroll_signature(network, 1))
+
   def signatures(self, network: ActorCriticNetwork) -> Dict[str, Any]:
-    config = self.config
     return {
-        tables.UNROLLS: unroll_signature(
-            config.unroll_length, len(network.window_offsets),
-            self.observation_shape, self.num_actions,
-            network.side_input_spec()),
+        tables.UNROLLS: self._unroll_signature(
+            network, self.unrolls_per_item(network)),
         tables.VARIABLES: variables_lib.signature(
             network.learnable_variables),
         EPISODES: episodes_signature(),
@@ -139,10 +148,12 @@ class _Setup:
 def server_tables(config: ml_collections.ConfigDict) -> List[reverb.Table]:
   """The tables of the distributed mode's server for `config`."""
   setup = _Setup(config)
-  signatures = setup.signatures(setup.network("learner"))
+  network = setup.network("learner")
+  signatures = setup.signatures(network)
   return [
-      tables.unrolls_table(signatures[tables.UNROLLS],
-                           max_size=config.queue_size),
+      tables.unrolls_table(
+          signatures[tables.UNROLLS],
+          max_size=config.queue_size // setup.unrolls_per_item(network)),
       tables.variables_table(signatures[tables.VARIABLES]),
       episodes_table(),
   ]
@@ -151,10 +162,13 @@ def server_tables(config: ml_collections.ConfigDict) -> List[reverb.Table]:
 def serve(config: ml_collections.ConfigDict, port: int,
           stop: threading.Event) -> None:
   """Runs the server on `port` (all interfaces) until `stop` is set."""
-  server = tables.start_server(server_tables(config), port=port)
+  tables_ = server_tables(config)
+  items = next(t.info.max_size for t in tables_ if t.name == tables.UNROLLS)
+  server = tables.start_server(tables_, port=port)
   print(f"Reverb server listening on port {server.port} (all interfaces, no "
         f"authentication: docs/distributed.md); `{tables.UNROLLS}` queue of "
-        f"{config.queue_size} unrolls", flush=True)
+        f"{config.queue_size} unrolls ({items} items of "
+        f"{config.queue_size // items})", flush=True)
   try:
     while not stop.wait(0.5):
       pass
@@ -227,15 +241,17 @@ class ServerWatch:
   down, or the weights it held are gone) was *restarted*: the unrolls the
   old one held are gone. Their number is the queue's size at the last
   check (a lower bound: that check is one interval of the role's checks
-  old), counted in `unrolls_lost`. `on_restart()` is then called (the
-  learner republishes its weights).
+  old), counted in `unrolls_lost`: in unrolls, each of the queue's items
+  holding `unrolls_per_item` (training.unrolls_per_item). `on_restart()` is
+  then called (the learner republishes its weights).
   """
 
   def __init__(self, client: reverb.Client, address: str, name: str, *,
                give_up_after_s: float = CONNECT_TIMEOUT_S,
                on_restart: Optional[Callable[[], None]] = None,
-               timeout_s: int = 2):
+               timeout_s: int = 2, unrolls_per_item: int = 1):
     self._client = client
+    self._unrolls_per_item = unrolls_per_item
     self.address = address
     self._name = name
     self._give_up_after_s = give_up_after_s
@@ -315,7 +331,8 @@ class ServerWatch:
             f"({self.unrolls_lost} in all over {self.restarts} restarts)",
             flush=True)
     self._inserts, self._published = inserts, published
-    self._queue_size = unrolls.current_size if unrolls is not None else 0
+    self._queue_size = (unrolls.current_size * self._unrolls_per_item
+                        if unrolls is not None else 0)  # in unrolls
     if restarted and self._on_restart is not None:
       self._on_restart()
 
@@ -446,15 +463,17 @@ def run_actor(config: ml_collections.ConfigDict, address: str, rank: int,
   network = setup.network("actor", seed_offset=rank)
   client = connect(address, connect_timeout_s, stop)
   check_server_tables(client, address, setup.signatures(network))
+  per_item = setup.unrolls_per_item(network)
   watch = ServerWatch(client, address, f"actor {rank}",
-                      give_up_after_s=connect_timeout_s)
+                      give_up_after_s=connect_timeout_s,
+                      unrolls_per_item=per_item)
   watch_server(watch, stop, exit_code=EXIT_SERVER_LOST)
   variable_client = VariableClient(client, network.learnable_variables,
                                    key=key)
   actor = Actor(network,
                 environments.make_vector_env(setup.protocol, config.num_envs),
                 config.unroll_length, seed=seed, client=client,
-                variable_client=variable_client)
+                variable_client=variable_client, unrolls_per_item=per_item)
   episodes = EpisodeWriter(client)
   print(f"actor {rank}: seed {seed}, {config.num_envs} envs, waiting for "
         f"the learner's weights at {address}", flush=True)
@@ -573,10 +592,11 @@ class LearnerBatches:
   """
 
   def __init__(self, address: str, batch_size: int, stop: threading.Event,
-               calls: BlockingCalls):
+               calls: BlockingCalls, unrolls_per_item: int = 1):
     self._stop = stop
     self._calls = calls
-    self._unrolls = learning.unroll_dataset(address, batch_size)
+    self._unrolls = learning.unroll_dataset(
+        address, batch_size, unrolls_per_item=unrolls_per_item)
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     self.dataset = tf.data.Dataset.from_generator(
@@ -669,10 +689,12 @@ class DistributedLearner:
                                         identity=identity)
     self.client = connect(address, connect_timeout_s, stop)
     check_server_tables(self.client, address, setup.signatures(network))
+    per_item = setup.unrolls_per_item(network)
     self.generation = next_generation(self.workdir)
     self.watch = ServerWatch(self.client, address, "learner",
                              give_up_after_s=connect_timeout_s,
-                             on_restart=self._republish)
+                             on_restart=self._republish,
+                             unrolls_per_item=per_item)
     self._server_file = os.path.join(self.workdir, SERVER_FILE)
     if os.path.exists(self._server_file):  # an earlier learner's counts
       for name, value in io_utils.read_json(self._server_file).items():
@@ -684,7 +706,7 @@ class DistributedLearner:
         self.client, network.learnable_variables, key=key,
         generation=self.generation), self.calls)
     self.batches = LearnerBatches(address, config.batch_size, stop,
-                                  self.calls)
+                                  self.calls, per_item)
     self.learner = learning.Learner(
         network, self.batches.dataset,
         learning.rmsprop(config.optimizer.learning_rate,

@@ -39,7 +39,7 @@ import math
 import os
 import pickle
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import ml_collections
 import numpy as np
@@ -105,6 +105,38 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if config.queue_size < config.batch_size:
     raise ValueError(f"config.queue_size ({config.queue_size}) must hold a "
                      f"batch (config.batch_size = {config.batch_size}).")
+  if config.queue_size % config.num_envs:
+    raise ValueError(
+        f"config.queue_size ({config.queue_size}) must be a multiple of "
+        f"config.num_envs ({config.num_envs}): the Reverb `unrolls` queue "
+        "holds whole unroll batches of an actor (unrolls_per_item).")
+
+
+# The most bytes of unrolls the runtimes put into one item of the Reverb
+# `unrolls` queue. Small unrolls cost per item (an append, a create_item, a
+# chunk): an actor's whole unroll batch goes as one item, 0.3-0.5x the
+# time of an item per unroll for batches up to 2.3 MB. Large ones cost per
+# byte, and more as larger items (x0.9-1.2 at 3.9 MB, x1.4-3 at 31 MB: the
+# learner's dataset no longer reads one item while the next is written):
+# they are split (docs/performance.md, "Reverb writes").
+MAX_ITEM_BYTES = 3 * 2**20
+
+
+def unrolls_per_item(config: ml_collections.ConfigDict,
+                     signature: Mapping[str, tf.TensorSpec]) -> int:
+  """Unrolls per item of the Reverb `unrolls` queue (both modes): the
+  largest divisor U of config.num_envs whose U unrolls (`signature`: one
+  unroll's, agents/acting.py `unroll_signature`) fit in MAX_ITEM_BYTES,
+  at least 1. An actor writes its unroll batch as num_envs / U items
+  (agents/acting.py `write_unrolls`); the queue's capacity and the
+  learner's batches are stated in unrolls (config.queue_size,
+  config.batch_size: multiples of num_envs, `check_config`)."""
+  unroll_bytes = sum(spec.shape.num_elements() * spec.dtype.size
+                     for spec in signature.values())
+  num_envs = int(config.num_envs)
+  return max(u for u in range(1, num_envs + 1)
+             if num_envs % u == 0 and (u == 1 or
+                                       u * unroll_bytes <= MAX_ITEM_BYTES))
 
 
 def envmodel_seed(config: ml_collections.ConfigDict, role: str) -> int:
@@ -230,12 +262,16 @@ class Trainer:
                     loss_args: Dict[str, Any], envs: Any) -> None:
     """The learner and actor of transport 'reverb': an embedded server."""
     config = self.config
+
+    def signature(per_item: int) -> Dict[str, tf.TensorSpec]:
+      return unroll_signature(config.unroll_length,
+                              len(network.window_offsets),
+                              self.observation_shape, self.num_actions,
+                              network.side_input_spec(), per_item)
+    per_item = unrolls_per_item(config, signature(1))
     self.server = tables.start_server([
-        tables.unrolls_table(
-            unroll_signature(config.unroll_length, len(network.window_offsets),
-                             self.observation_shape, self.num_actions,
-                             network.side_input_spec()),
-            max_size=config.queue_size),
+        tables.unrolls_table(signature(per_item),
+                             max_size=config.queue_size // per_item),
         tables.variables_table(
             variables_lib.signature(network.learnable_variables)),
     ])
@@ -247,11 +283,12 @@ class Trainer:
         network,
         learning.unroll_dataset(f"localhost:{self.server.port}",
                                 config.batch_size,
-                                timeout_ms=EMBEDDED_TIMEOUT_MS),
+                                timeout_ms=EMBEDDED_TIMEOUT_MS,
+                                unrolls_per_item=per_item),
         optimizer, publisher=publisher, **loss_args)
     self.actor = Actor(
         acting_network, envs, config.unroll_length, seed=config.seed,
-        client=client,
+        client=client, unrolls_per_item=per_item,
         variable_client=VariableClient(client,
                                        acting_network.learnable_variables))
 

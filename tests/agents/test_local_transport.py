@@ -3,7 +3,9 @@
 `LocalUnrolls` (agents/learning.py) and `LocalVariables` (agents/
 variables.py) against what they replace there: the Reverb `unrolls` queue
 read by `unroll_dataset`, and the signed `variables` table. Same unrolls in
-the same order, same learner updates, same weights at the actor.
+the same order, same learner updates, same weights at the actor. And the
+queue's two item layouts (`write_unrolls`): an item per unroll batch gives
+the learner what an item per unroll does.
 """
 
 import functools
@@ -16,7 +18,7 @@ import tensorflow as tf
 from agents import builder, learning
 from agents import variables as variables_lib
 from agents.a2c import networks
-from agents.acting import Actor, unroll_signature
+from agents.acting import Actor, unroll_signature, write_unrolls
 from i2a.replay import tables
 from tests import fakes
 
@@ -165,6 +167,78 @@ def test_local_variables_pass_each_publication_to_the_actor_once():
   assert channel.update()
   np.testing.assert_array_equal(actor.learnable_variables[0].numpy(),
                                 learner.learnable_variables[0].numpy())
+
+
+# -- Reverb items of an unroll batch -------------------------------------------------
+
+def test_items_of_several_unrolls_read_as_items_of_one_do():
+  """Actors of 4 environments with the same seed, writing items of 1, 2
+  and 4 unrolls: the learner's batches of 8 (8 items of 1, 4 of 2 or 2 of
+  4, merged) hold the same unrolls in the same order, two unroll batches
+  each."""
+  layouts = (1, 2, 4)
+  signatures = {per_item: unroll_signature(UNROLL, 3, SHAPE, NUM_ACTIONS,
+                                           unrolls_per_item=per_item)
+                for per_item in layouts}
+  assert signatures[2]["observation"].shape == [2, UNROLL + 1, 3, *SHAPE]
+  assert signatures[4]["action"].shape == [4, UNROLL]
+  server = tables.start_server([
+      tables.unrolls_table(signatures[per_item], 16 // per_item,
+                           name=f"unrolls_{per_item}")
+      for per_item in layouts])
+  try:
+    actors = {per_item: Actor(_network(), _vector_env(4), UNROLL, seed=3,
+                              client=server.localhost_client(),
+                              table=f"unrolls_{per_item}",
+                              unrolls_per_item=per_item)
+              for per_item in layouts}
+    written = {per_item: [actor.unroll()[0] for _ in range(4)]
+               for per_item, actor in actors.items()}
+    info = server.localhost_client().server_info()
+    for per_item in layouts:  # 16 unrolls each
+      assert info[f"unrolls_{per_item}"].current_size == 16 // per_item
+    reads = {per_item: list(learning.unroll_dataset(
+        f"localhost:{server.port}", 8, table=f"unrolls_{per_item}",
+        timeout_ms=60_000, unrolls_per_item=per_item).take(2))
+             for per_item in layouts}
+    for per_item in layouts:
+      for step in range(2):
+        for name, spec in signatures[1].items():
+          got = reads[per_item][step][name].numpy()
+          assert got.shape == (8, *spec.shape), name
+          np.testing.assert_array_equal(  # written batches 2s, 2s + 1
+              got, np.concatenate([written[1][2 * step][name],
+                                   written[1][2 * step + 1][name]]))
+    for actor in actors.values():
+      actor.close()
+  finally:
+    server.stop()
+
+
+def test_item_layouts_that_do_not_fit_are_refused():
+  with pytest.raises(ValueError, match="unrolls_per_item must be an integer "
+                     ">= 1"):
+    unroll_signature(UNROLL, 3, SHAPE, NUM_ACTIONS, unrolls_per_item=0)
+  with pytest.raises(ValueError, match=r"a batch of 6 unrolls cannot be read "
+                     r"from a queue whose items hold 4 unrolls each .* make "
+                     r"config.batch_size a positive multiple of "
+                     r"config.num_envs .* or read batches of a multiple of "
+                     r"4\."):
+    learning.unroll_dataset("localhost:1", 6, unrolls_per_item=4)
+  with pytest.raises(ValueError, match="an actor of 2 environments writes "
+                     "items of a number of unrolls that divides 2, given "
+                     "unrolls_per_item=3"):
+    Actor(_network(), _vector_env(2), UNROLL, seed=0, unrolls_per_item=3)
+
+  class Refusing:  # write_unrolls refuses before it writes anything
+    def __getattr__(self, name):
+      raise AssertionError(f"wrote ({name})")
+  with pytest.raises(ValueError, match="an unroll batch of 3 environments "
+                     "cannot be written as items of 2 unrolls"):
+    write_unrolls(Refusing(), "unrolls", _batch(0, 3), 2)
+  with pytest.raises(ValueError, match="one leading size"):
+    write_unrolls(Refusing(), "unrolls",
+                  {"action": np.zeros([2, 3]), "reward": np.zeros([3])}, 1)
 
 
 def test_local_variables_refuse_another_architecture():

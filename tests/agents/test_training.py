@@ -530,22 +530,58 @@ def _train(config, workdir, transport):
     trainer.close()
 
 
+def test_queue_and_batch_sizes_must_be_whole_unroll_batches():
+  """The Reverb `unrolls` queue holds an actor's unroll batches whole."""
+  config = _config(4)
+  training.check_config(config)
+  with pytest.raises(ValueError, match=r"config.queue_size \(9\) must be a "
+                     r"multiple of config.num_envs \(2\)"):
+    training.check_config(_config(4, queue_size=9))
+  with pytest.raises(ValueError, match=r"config.batch_size \(3\) must be a "
+                     r"multiple of config.num_envs \(2\)"):
+    training.check_config(_config(4, batch_size=3))
+
+
+def test_the_reverb_queue_items_are_unroll_batches_up_to_a_size():
+  """An actor's whole unroll batch is one item while it fits in
+  MAX_ITEM_BYTES; past it, the largest divisor of num_envs that fits."""
+  def signature(unroll_bytes):  # one uint8 field of that many bytes
+    return {"observation": tf.TensorSpec([unroll_bytes], tf.uint8)}
+  config = _config(4, num_envs=12, batch_size=12, queue_size=24)
+  limit = training.MAX_ITEM_BYTES
+  assert training.unrolls_per_item(config, signature(1000)) == 12
+  assert training.unrolls_per_item(config, signature(limit // 12)) == 12
+  assert training.unrolls_per_item(config, signature(limit // 12 + 1)) == 6
+  assert training.unrolls_per_item(config, signature(limit // 5)) == 4
+  assert training.unrolls_per_item(config, signature(limit // 2)) == 2
+  assert training.unrolls_per_item(config, signature(limit)) == 1
+  assert training.unrolls_per_item(config, signature(2 * limit)) == 1
+  # Every field counts, at its dtype's size.
+  two = {"a": tf.TensorSpec([limit // 8], tf.float32),  # half the limit
+         "b": tf.TensorSpec([1], tf.uint8)}
+  assert training.unrolls_per_item(config, two) == 1
+
+
 @pytest.mark.parametrize("agent", ["a2c", "i2a"])
 def test_the_local_and_reverb_transports_train_identically(tmp_path, agent):
   """The in-process transport (the default) and the embedded Reverb server
   give the same run: checkpoints (weights, optimizer, counters, the actor's
   state) and every logged metric but the speeds. The I2A stores its
-  rollouts with the unrolls (side inputs), so they pass both ways too."""
+  rollouts with the unrolls (side inputs), so they pass both ways too.
+  The A2C's updates read two of the queue's items (unroll batches of 2
+  environments) each."""
   if agent == "a2c":
-    config = _config(4)
+    config = _config(4, batch_size=4, queue_size=8)
   else:
     from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
     config = i2a_config.get_config("tiny")
     config.envmodel = _export(tmp_path / "export")
     config.env_steps = 6 * 4
   runs_ = {t: str(tmp_path / t) for t in training.TRANSPORTS}
+  updates = config.env_steps // (config.batch_size * config.unroll_length)
+  assert updates >= 2
   for transport, workdir in runs_.items():
-    assert _train(config, workdir, transport)["learner_steps"] == 4
+    assert _train(config, workdir, transport)["learner_steps"] == updates
   expected = _checkpoint_values(runs_["reverb"])
   got = _checkpoint_values(runs_["local"])
   assert sorted(expected) == sorted(got)
