@@ -2,9 +2,9 @@
 
 Data flow (docs/agents.md, "Data flow"): `unroll_dataset` reads the Reverb `unrolls`
 queue through tf.data (reverb.TrajectoryDataset, in insertion order) in
-batches of `batch_size` unrolls (items of several unrolls merged); `Learner.step()` runs one update in the
-private tf.function `_step()` (the network over all n + 1 windows of every
-unroll, with their stored side inputs if it declares any;
+batches of `batch_size` unrolls (items of several unrolls merged);
+`Learner.step()` runs one update in the private tf.function `_step()` (the
+network over all n + 1 windows of every unroll, with their stored side inputs if it declares any;
 `agents.losses.actor_critic_loss` on the clipped rewards (`reward_clipping`)
 bootstrapped from the last window's value, plus `network.auxiliary_loss`; global-norm clipped RMSProp on
 `network.learnable_variables`), counts and times it, and publishes the new
@@ -42,10 +42,10 @@ import tensorflow as tf
 from absl import logging
 
 from agents import compiled, losses
-from envmodels import optimization
 from agents.acting import check_unrolls_per_item
 from agents.base import ActorCriticNetwork
 from agents.variables import VariablePublisher
+from envmodels import optimization
 from i2a.replay import tables
 
 Logger = Callable[[int, Mapping[str, float]], None]
