@@ -55,7 +55,6 @@ import json
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -81,11 +80,15 @@ class ABError(SystemExit):
 # -- Revisions -----------------------------------------------------------------
 
 
-def git(args: Sequence[str], cwd: str = REPO) -> str:
-  """Runs git in `cwd` and returns its stdout (stripped)."""
+def require_git() -> None:
   if shutil.which("git") is None:
     raise ABError("git is not on PATH; the A/B exports the base revision "
                   "with `git archive`. Install git or add it to PATH.")
+
+
+def git(args: Sequence[str], cwd: str = REPO) -> str:
+  """Runs git in `cwd` and returns its stdout (stripped)."""
+  require_git()
   done = subprocess.run(["git", *args], cwd=cwd, capture_output=True,
                         text=True, check=False)
   if done.returncode:
@@ -96,8 +99,7 @@ def git(args: Sequence[str], cwd: str = REPO) -> str:
 
 def resolve_base(base: str) -> str:
   """The full hash of `base`, or a clear error when it is not there."""
-  if shutil.which("git") is None:
-    git([])  # raises the PATH error
+  require_git()
   inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"],
                           cwd=REPO, capture_output=True, text=True,
                           check=False)
@@ -218,21 +220,11 @@ def same_contents(base_split: str, new_split: str) -> bool:
 
 def event_times(tb_dir: str) -> Dict[int, float]:
   """{step: wall time of the first summary written at that step} from the
-  TensorBoard event files in `tb_dir` (TFRecords of Event protos)."""
-  from tensorboard.compat.proto import event_pb2  # no TensorFlow import
+  TensorBoard event files in `tb_dir`."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   times: Dict[int, float] = {}
   for path in sorted(glob.glob(os.path.join(tb_dir, "events.*"))):
-    with open(path, "rb") as f:
-      data = f.read()
-    offset = 0
-    while offset + 12 <= len(data):
-      (length,) = struct.unpack_from("<Q", data, offset)
-      start = offset + 12  # length, its crc
-      record = data[start:start + length]
-      offset = start + length + 4  # the data's crc
-      if len(record) < length:
-        break  # a torn last record
-      event = event_pb2.Event.FromString(record)
+    for event in tf.compat.v1.train.summary_iterator(path):
       if not event.HasField("summary") or not event.summary.value:
         continue
       step = int(event.step)
