@@ -57,7 +57,7 @@ from absl import logging
 
 from agents import builder, learning
 from agents import variables as variables_lib
-from agents.acting import Actor, Episode, unroll_signature
+from agents.acting import Actor, Episode
 from agents.base import ActorCriticNetwork
 from agents.variables import VariableClient, VariablePublisher
 from i2a import environments, io_utils, runs
@@ -123,22 +123,19 @@ class _Setup:
                                    seed_offset=seed_offset)
     return training.role_network(self.config, self.protocol, model)
 
-  def _unroll_signature(self, network: ActorCriticNetwork,
-                        per_item: int) -> Dict[str, tf.TensorSpec]:
-    return unroll_signature(
-        self.config.unroll_length, len(network.window_offsets),
-        self.observation_shape, self.num_actions, network.side_input_spec(),
-        per_item)
+  def unrolls_queue(self, network: ActorCriticNetwork
+                    ) -> Tuple[Dict[str, tf.TensorSpec], int]:
+    """The `unrolls` table's signature and unrolls per item
+    (training.unrolls_queue)."""
+    return training.unrolls_queue(self.config, network,
+                                  self.observation_shape, self.num_actions)
 
   def unrolls_per_item(self, network: ActorCriticNetwork) -> int:
-    """Unrolls per item of the `unrolls` queue (training.unrolls_per_item)."""
-    return training.unrolls_per_item(self.config,
-                                     self._unroll_signature(network, 1))
+    return self.unrolls_queue(network)[1]
 
   def signatures(self, network: ActorCriticNetwork) -> Dict[str, Any]:
     return {
-        tables.UNROLLS: self._unroll_signature(
-            network, self.unrolls_per_item(network)),
+        tables.UNROLLS: self.unrolls_queue(network)[0],
         tables.VARIABLES: variables_lib.signature(
             network.learnable_variables),
         EPISODES: episodes_signature(),

@@ -139,6 +139,21 @@ def unrolls_per_item(config: ml_collections.ConfigDict,
                                        u * unroll_bytes <= MAX_ITEM_BYTES))
 
 
+def unrolls_queue(config: ml_collections.ConfigDict,
+                  network: ActorCriticNetwork,
+                  observation_shape: Tuple[int, int, int], num_actions: int
+                  ) -> Tuple[Dict[str, tf.TensorSpec], int]:
+  """The Reverb `unrolls` table's item signature for `network`'s unrolls
+  and its unrolls per item U (`unrolls_per_item`), as both modes build the
+  table, write and read it."""
+  def signature(per_item: int) -> Dict[str, tf.TensorSpec]:
+    return unroll_signature(config.unroll_length,
+                            len(network.window_offsets), observation_shape,
+                            num_actions, network.side_input_spec(), per_item)
+  per_item = unrolls_per_item(config, signature(1))
+  return signature(per_item), per_item
+
+
 def envmodel_seed(config: ml_collections.ConfigDict, role: str) -> int:
   """Seeds of the envmodel copies (stochastic models sample with them)."""
   return config.seed * 1_000_003 + {"learner": 1, "actor": 2, "eval": 3}[role]
@@ -262,15 +277,11 @@ class Trainer:
                     loss_args: Dict[str, Any], envs: Any) -> None:
     """The learner and actor of transport 'reverb': an embedded server."""
     config = self.config
-
-    def signature(per_item: int) -> Dict[str, tf.TensorSpec]:
-      return unroll_signature(config.unroll_length,
-                              len(network.window_offsets),
-                              self.observation_shape, self.num_actions,
-                              network.side_input_spec(), per_item)
-    per_item = unrolls_per_item(config, signature(1))
+    signature, per_item = unrolls_queue(config, network,
+                                        self.observation_shape,
+                                        self.num_actions)
     self.server = tables.start_server([
-        tables.unrolls_table(signature(per_item),
+        tables.unrolls_table(signature,
                              max_size=config.queue_size // per_item),
         tables.variables_table(
             variables_lib.signature(network.learnable_variables)),
