@@ -9,18 +9,24 @@ round (so machine load hits all alike), and each child measures:
              K = 5 x depth 3) of the `--size` `--kinds`, transitions/s
   pretrain   benchmarks/pretrain_speed.py's train step (the `small` dSSM-DET,
              batch 8: loss, clipping, Adam), steps/s
+  train      benchmarks/train_throughput.py's embedded training loop (actor
+             unrolls and learner steps, in-process transport) of each of
+             `--train_rows`, env steps/s, with the row's config.threads set
+             to the setting (the Trainer sizes the pools from it)
 Reported: the median over rounds of each setting, and its ratio to TF's
-default.
+default (or to the first setting where 'default' is not among them).
 
   python benchmarks/thread_settings.py [--settings 'default;2,1;1,1']
       [--rounds 2] [--size small] [--kinds sssm] [--precision bf16]
-      [--output FILE]
+      [--train_rows a2c/minipacman,i2a_distillation/minipacman]
+      [--train_updates 20] [--no_pretrain] [--output FILE]
 (`--settings` is ';'-separated: each 'default', 'auto' or 'INTRA,INTER'.)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -37,6 +43,7 @@ RESULTS = os.path.join(HERE, "results")
 
 
 def child(threads: str, size: str, kinds: List[str], p: str,
+          pretrain: bool, train_rows: List[str], train_updates: int,
           output: str) -> None:
   """One measurement of every bench under `threads`, as JSON to `output`."""
   # pylint: disable=import-outside-toplevel
@@ -44,12 +51,22 @@ def child(threads: str, size: str, kinds: List[str], p: str,
   record = precision.set_threads(threads)  # before any TF op
   import pretrain_speed
   import rollout_speed
+  import train_throughput
   from i2a import io_utils
-  rows = rollout_speed.measure([size], kinds, [p], 2)
-  result: Dict[str, Any] = {
-      f"rollout {r['kind']}": r["abstract_per_s"] for r in rows}
-  train = pretrain_speed.speed(["dssm_det"], [p], 8, 2, False)
-  result["pretrain dssm_det"] = train[0]["steps_per_s"]
+  result: Dict[str, Any] = {}
+  if kinds:
+    for r in rollout_speed.measure([size], kinds, [p], 2):
+      result[f"rollout {r['kind']}"] = r["abstract_per_s"]
+  if pretrain:
+    train = pretrain_speed.speed(["dssm_det"], [p], 8, 2, False)
+    result["pretrain dssm_det"] = train[0]["steps_per_s"]
+  for name in train_rows:
+    row = train_throughput.ROWS[name]
+    row = dataclasses.replace(
+        row, overrides={**row.overrides, "threads": threads})
+    measured = train_throughput.measure(row, train_updates,
+                                        max(2, train_updates // 5), p)
+    result[f"train {name}"] = measured["env_steps_per_s"]
   io_utils.atomic_write_json(output, dict(result=result, threads=record))
 
 
@@ -61,13 +78,21 @@ def main() -> None:
   parser.add_argument("--kinds", default="sssm",
                       help="rollout_speed kinds, comma-separated")
   parser.add_argument("--precision", default="bf16")
+  parser.add_argument("--train_rows", default="",
+                      help="benchmarks/train_throughput.py rows, "
+                      "comma-separated")
+  parser.add_argument("--train_updates", type=int, default=20)
+  parser.add_argument("--no_pretrain", action="store_true",
+                      help="skip the pretraining step's measurement")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "thread_settings.json"))
   parser.add_argument("--child", default="", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
     child(args.child, args.size, [k for k in args.kinds.split(",") if k],
-          args.precision, args.output)
+          args.precision, not args.no_pretrain,
+          [r for r in args.train_rows.split(",") if r], args.train_updates,
+          args.output)
     return
   # pylint: disable=import-outside-toplevel
   import numpy as np
@@ -76,6 +101,12 @@ def main() -> None:
   settings = [s for s in args.settings.split(";") if s]
   for setting in settings:
     precision.resolve_threads(setting)  # refuses a malformed one early
+  import train_throughput
+  unknown = sorted({r for r in args.train_rows.split(",") if r} -
+                   set(train_throughput.ROWS))
+  if unknown:
+    parser.error(f"--train_rows: unknown {unknown}; the rows are "
+                 f"{sorted(train_throughput.ROWS)}.")
   samples: Dict[str, Dict[str, List[float]]] = {s: {} for s in settings}
   records: Dict[str, Any] = {}
   with tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +117,9 @@ def main() -> None:
             [sys.executable, os.path.abspath(__file__), "--child", setting,
              "--size", args.size, "--kinds", args.kinds,
              "--precision", args.precision,
+             "--train_rows", args.train_rows,
+             "--train_updates", str(args.train_updates),
+             *(["--no_pretrain"] if args.no_pretrain else []),
              "--output", out], check=True, stdout=subprocess.DEVNULL)
         with open(out, encoding="utf-8") as f:
           measured = json.load(f)
@@ -108,7 +142,7 @@ def main() -> None:
                      for n in names) + " |")
   lines.append(
       f"\n{args.size} size, {args.precision}; rollouts: abstract "
-      "transitions/s, pretrain: steps/s; median of "
+      "transitions/s, pretrain: steps/s, train: env steps/s; median of "
       f"{args.rounds} alternating child runs (0 threads: TF's default, "
       f"{records[settings[0]]['logical_cpus']} logical CPUs, "
       f"{records[settings[0]]['physical_cores']} physical cores).")

@@ -32,13 +32,19 @@ next execution), so `scope` can compare precisions in one process.
 Thread pools (config `threads`, `set_threads`), set in the same start-up
 call: TensorFlow's intra-op pool (the threads one op, e.g. a convolution,
 splits its work over) and inter-op pool (independent ops run at once).
-  'auto'     intra = the physical cores this process may run on, inter = 2
-             (docs/performance.md: one inter-op thread, which runs a
-             graph's independent ops one after the other, made rollouts
-             and training steps slower).
+  'auto'     on up to SMALL_MACHINE_CORES physical cores (those this
+             process may run on): intra = 1, inter = the physical cores:
+             each op on one thread, independent ops side by side. The
+             framework's ops are small (MiniPacman, and even the paper
+             size's convolutions at 16 windows): split over 2 threads
+             they wait on each other longer than they gain, and on 2
+             cores (1, 2) trained 1.1-1.5x faster than (2, 2) and was
+             level or faster everywhere else measured (docs/
+             performance.md, "Thread pools"). On larger machines: intra
+             = the physical cores, inter = 2 (TensorFlow's shape of pools,
+             one thread per core; not measured here).
   'default'  TensorFlow's own choice (both pools sized to the logical
-             CPUs), as before this setting existed; the same as 'auto'
-             on a machine of 2 cores without hyperthreading.
+             CPUs), as before this setting existed.
   'I,J'      intra = I, inter = J threads (positive integers).
 Pools can only be sized before TensorFlow runs its first op, so the
 binaries set them first thing; what was used goes into the workdir's
@@ -152,6 +158,9 @@ def scope(precision: str) -> Iterator[str]:
 
 
 THREADS_AUTO, THREADS_DEFAULT = "auto", "default"
+# 'auto' runs every op on one thread up to this many physical cores: the
+# rule measured on 2 (docs/performance.md, "Thread pools"); 4 extrapolates.
+SMALL_MACHINE_CORES = 4
 
 
 @functools.lru_cache(maxsize=None)
@@ -181,7 +190,8 @@ def resolve_threads(threads: str) -> Tuple[int, int]:
   """(intra, inter) for config `threads` ('auto', 'default' or 'I,J'); 0
   means TensorFlow's own choice. ValueError for anything else."""
   if threads == THREADS_AUTO:
-    return physical_cores(), 2
+    cores = physical_cores()
+    return (1, cores) if cores <= SMALL_MACHINE_CORES else (cores, 2)
   if threads == THREADS_DEFAULT:
     return 0, 0
   parts = str(threads).split(",")

@@ -96,10 +96,17 @@ def test_runs_record_the_precision_they_computed_in(tmp_path):
           "logical_cpus"} <= set(record)
 
 
-def test_threads_resolve_to_physical_cores_and_two_inter_op_threads():
+def test_auto_threads_one_per_op_on_small_machines(monkeypatch):
   cores = precision.physical_cores()
   assert 1 <= cores <= (os.cpu_count() or 1)
-  assert precision.resolve_threads("auto") == (cores, 2)
+  expected = ((1, cores) if cores <= precision.SMALL_MACHINE_CORES
+              else (cores, 2))
+  assert precision.resolve_threads("auto") == expected
+  for machine, pools in ((1, (1, 1)), (2, (1, 2)), (4, (1, 4)),
+                         (8, (8, 2)), (32, (32, 2))):
+    monkeypatch.setattr(precision, "physical_cores", lambda m=machine: m)
+    assert precision.resolve_threads("auto") == pools, machine
+  monkeypatch.undo()
   assert precision.resolve_threads("default") == (0, 0)
   assert precision.resolve_threads("3,2") == (3, 2)
   for bad in ("", "2", "0,1", "2,-1", "two,1", "1,2,3"):
