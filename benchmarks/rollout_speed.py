@@ -89,7 +89,8 @@ KINDS = {
 }
 FRAMES = {"paper": (200, 160, 3), "small": (104, 80, 3)}
 STOCHASTIC = ("vae", "dssm_vae", "sssm", "jumpy_sssm")  # draw normals
-NOISE = ("table", "table_unfused", "ndtri", "free", "zeros")
+NOISE = ("table", "table_softplus_apart", "table_unfused", "ndtri", "free",
+         "zeros")
 
 
 @tf.function(jit_compile=True)
@@ -128,20 +129,30 @@ def free_normal(keys: tf.Tensor, shape: noise.Shape,
 @contextlib.contextmanager
 def noise_variant(name: str):
   """Models draw their keyed normals with `name` inside the block (they
-  call `noise.normal` at trace time; each variant has its own traces)."""
-  original, original_affine = noise.normal, noise.affine_normal
-  noise.normal = {"table": original, "table_unfused": original,
-                  "ndtri": ndtri_normal, "free": free_normal,
-                  "zeros": zeros_normal}[name]
+  call `noise.normal` at trace time; each variant has its own traces):
+  'table' as the models do (draw, scale and the std's softplus in one
+  kernel), 'table_softplus_apart' the same but the softplus as its own op
+  (as before it joined the kernel), 'table_unfused' the table's draw alone,
+  all else apart; the other variants draw differently, all else apart."""
+  original = noise.normal, noise.affine_normal, noise.softplus_normal
+  noise.normal = {"table": original[0], "table_softplus_apart": original[0],
+                  "table_unfused": original[0], "ndtri": ndtri_normal,
+                  "free": free_normal, "zeros": zeros_normal}[name]
 
   def unfused(keys, mean, std, counter=0):
     return mean + std * noise.normal(keys, tf.shape(mean)[1:], counter)
-  if name != "table":  # every other variant scales outside its draw
+
+  def softplus_apart(keys, mean, raw_std, min_std, counter=0):
+    return noise.affine_normal(keys, mean, tf.nn.softplus(raw_std) + min_std,
+                               counter)
+  if name != "table":
+    noise.softplus_normal = softplus_apart
+  if name not in ("table", "table_softplus_apart"):
     noise.affine_normal = unfused
   try:
     yield
   finally:
-    noise.normal, noise.affine_normal = original, original_affine
+    noise.normal, noise.affine_normal, noise.softplus_normal = original
 
 
 def build(kind: str, size: str) -> envmodels.EnvModel:

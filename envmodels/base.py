@@ -494,6 +494,17 @@ class EnvModel(snt.Module, abc.ABC):
     counter, self._noise_draws = self._noise_draws, self._noise_draws + 1
     return noise_lib.affine_normal(self._noise_keys, mean, std, counter)
 
+  def sample_softplus_gaussian(self, mean: tf.Tensor, raw_std: tf.Tensor,
+                               min_std: float) -> tf.Tensor:
+    """`sample_gaussian(mean, softplus(raw_std) + min_std)`, the same draw;
+    with the step's noise keys the softplus runs in the fused kernel too
+    (noise.softplus_normal)."""
+    if self._noise_keys is None:
+      return self.sample_gaussian(mean, tf.nn.softplus(raw_std) + min_std)
+    counter, self._noise_draws = self._noise_draws, self._noise_draws + 1
+    return noise_lib.softplus_normal(self._noise_keys, mean, raw_std, min_std,
+                                     counter)
+
   def reseed(self, seed: int) -> None:
     """Resets the model's random generator (for reproducible rollouts)."""
     self._rng.reset_from_seed(seed)

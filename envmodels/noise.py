@@ -159,6 +159,29 @@ def _affine_normal(keys: tf.Tensor, mean: tf.Tensor, std: tf.Tensor,
   return mean + std * eps
 
 
+@tf.function(jit_compile=True)
+def _softplus_normal(keys: tf.Tensor, mean: tf.Tensor, raw_std: tf.Tensor,
+                     min_std: tf.Tensor, counter: int, table: tf.Tensor
+                     ) -> tf.Tensor:
+  """mean + (softplus(raw_std) + min_std) * `_table_normal`: the std's
+  softplus in the same XLA pass too (never written out either)."""
+  eps = _table_normal(keys, tf.shape(mean)[1:], counter, table)
+  return mean + (tf.nn.softplus(raw_std) + min_std) * eps
+
+
+def softplus_normal(keys: tf.Tensor, mean: tf.Tensor, raw_std: tf.Tensor,
+                    min_std: float, counter: int = 0) -> tf.Tensor:
+  """float32 mean + (softplus(raw_std) + min_std) * `normal(keys,
+  mean.shape[1:], counter)` ([N, ...], raw_std of mean's shape): a sample
+  of a Gaussian whose std a network gives before its softplus, drawn in
+  one fused kernel (what a model's rollouts need of its prior)."""
+  mean = tf.convert_to_tensor(mean, tf.float32)
+  raw_std = tf.convert_to_tensor(raw_std, tf.float32)
+  return _softplus_normal(as_keys(keys), mean, raw_std,
+                          tf.constant(min_std, tf.float32), int(counter),
+                          _table_tensor())
+
+
 def affine_normal(keys: tf.Tensor, mean: tf.Tensor, std: tf.Tensor,
                   counter: int = 0) -> tf.Tensor:
   """float32 mean + std * `normal(keys, mean.shape[1:], counter)` ([N,

@@ -221,12 +221,17 @@ class StateSpaceModel(base.EnvModel):
     mean, raw_std = tf.split(raw, 2, axis=-1)
     return Gaussian(mean, tf.nn.softplus(raw_std) + self._min_std)
 
+  def _prior_raw(self, state: tf.Tensor, action: tf.Tensor,
+                 module: Optional[snt.Module] = None) -> tf.Tensor:
+    """The prior stack's output [B, h, w, 2Z]: mean and pre-softplus std."""
+    module = self._prior if module is None else module
+    inputs = tf.concat([state, networks.tile_vector(action, state)], -1)
+    return module(inputs)
+
   def _prior_dist(self, state: tf.Tensor, action: tf.Tensor,
                   module: Optional[snt.Module] = None) -> Gaussian:
     """p(z_t | s_{t-1}, a_{t-1}): [B, h, w, S], [B, cA] -> Gaussian."""
-    module = self._prior if module is None else module
-    inputs = tf.concat([state, networks.tile_vector(action, state)], -1)
-    return self._gaussian(module(inputs))
+    return self._gaussian(self._prior_raw(state, action, module))
 
   def _posterior_dist(self, state: tf.Tensor, action: tf.Tensor,
                       embedded: tf.Tensor, prior: Gaussian) -> Gaussian:
@@ -254,20 +259,31 @@ class StateSpaceModel(base.EnvModel):
     return self._prior(inputs, out_channels=self._latent_channels)
 
   def _generate(self, state: tf.Tensor, action: tf.Tensor,
-                prior_module: Optional[snt.Module] = None
+                prior_module: Optional[snt.Module] = None,
+                with_prior: bool = True
                 ) -> Tuple[SSMState, Optional[Gaussian]]:
     """One generative step from s_{t-1}, sampling z_t as the kind says.
     Returns the new state and the prior (None for dssm_det, which computes
-    only the prior's mean)."""
+    only the prior's mean, and where `with_prior` is False: a rollout
+    needs only the sample, drawn with the std's softplus in the noise's
+    fused kernel)."""
     if self.kind == "dssm_det":
       mean = self._prior_mean(state, action)
       new_state = self._transition(state, action, mean)
       return SSMState(new_state, mean), None
-    prior = self._prior_dist(state, action, prior_module)
+    raw = self._prior_raw(state, action, prior_module)
+    if with_prior:
+      prior = self._gaussian(raw)
+      sample = self._sample(prior)
+      mean = prior.mean
+    else:
+      prior = None
+      mean, raw_std = tf.split(raw, 2, axis=-1)
+      sample = self.sample_softplus_gaussian(mean, raw_std, self._min_std)
     if self.kind == "dssm_vae":
-      to_transition, to_decoder = prior.mean, self._sample(prior)
+      to_transition, to_decoder = mean, sample
     else:  # sssm
-      to_transition = to_decoder = self._sample(prior)
+      to_transition = to_decoder = sample
     new_state = self._transition(state, action, to_transition)
     return SSMState(new_state, to_decoder), prior
 
@@ -290,7 +306,7 @@ class StateSpaceModel(base.EnvModel):
   def _step(self, state: SSMState, encoded_actions: tf.Tensor
             ) -> Tuple[SSMState, base.StepOutput]:
     new_state, _ = self._generate(state.state, encoded_actions,
-                                  self._imagination_prior)
+                                  self._imagination_prior, with_prior=False)
     decoder_inputs = tf.concat([new_state.state, new_state.latent], -1)
     reward = self._reward_head.expected_reward(
         self._reward_logits(decoder_inputs))

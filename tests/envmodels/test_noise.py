@@ -113,6 +113,31 @@ def test_the_fused_gaussian_sample_is_mean_plus_std_times_the_normals():
   np.testing.assert_allclose(d_std.numpy(), z.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_softplus_normal_is_the_affine_normal_of_the_softplus_std():
+  """noise.softplus_normal: the std's softplus (and floor) in the fused
+  kernel too; the same normals, equal to the affine draw of softplus(raw)
+  + min_std to rounding, with its reparameterisation gradients."""
+  keys = _keys(6)
+  rng = np.random.RandomState(3)
+  mean = tf.constant(rng.randn(6, 3, 4, 2), tf.float32)
+  raw = tf.constant(3 * rng.randn(6, 3, 4, 2), tf.float32)
+  z = noise.normal(keys, [3, 4, 2], counter=2)
+  fused = noise.softplus_normal(keys, mean, raw, 0.1, counter=2).numpy()
+  std = tf.nn.softplus(raw) + 0.1
+  np.testing.assert_allclose(fused, (mean + std * z).numpy(), rtol=1e-6,
+                             atol=1e-6)
+  np.testing.assert_allclose(
+      fused, noise.affine_normal(keys, mean, std, counter=2).numpy(),
+      rtol=1e-6, atol=1e-6)
+  with tf.GradientTape() as tape:
+    tape.watch([mean, raw])
+    total = tf.reduce_sum(noise.softplus_normal(keys, mean, raw, 0.1, 2))
+  d_mean, d_raw = tape.gradient(total, [mean, raw])
+  np.testing.assert_allclose(d_mean.numpy(), 1.0)
+  np.testing.assert_allclose(d_raw.numpy(), (tf.sigmoid(raw) * z).numpy(),
+                             rtol=1e-5, atol=1e-6)
+
+
 def test_a_models_keyed_gaussian_sample_is_the_unfused_one():
   """EnvModel.sample_gaussian with the step's keys (the fused kernel) and
   without (its own generator): both mean + std * eps, the keyed eps the

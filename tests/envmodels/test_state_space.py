@@ -401,3 +401,26 @@ def test_attaching_a_second_imagination_prior_raises_value_error():
   model.attach_imagination_prior(seed=0)
   with pytest.raises(ValueError, match="already attached"):
     model.attach_imagination_prior(seed=1)
+
+
+@pytest.mark.parametrize("kind", ["sssm", "dssm_vae"])
+def test_a_keyed_rollout_step_draws_the_priors_own_sample(kind):
+  """A rollout step draws z with the std's softplus fused into the noise
+  kernel (`_generate(with_prior=False)`): the sample of the prior
+  Gaussian itself, as training's path draws it with the same keys."""
+  model = make_model(kind)
+  state = model.initial_state(make_context()).state
+  encoded = model.encode_actions(make_actions()[:, 0])
+  keys = tf.constant(np.arange(2 * BATCH).reshape(BATCH, 2), tf.int32)
+  results = []
+  for with_prior in (True, False):
+    model._noise_keys, model._noise_draws = keys, 0  # pylint: disable=protected-access
+    try:
+      new_state, prior = model._generate(state, encoded, with_prior=with_prior)  # pylint: disable=protected-access
+    finally:
+      model._noise_keys = None  # pylint: disable=protected-access
+    assert (prior is None) == (not with_prior)
+    results.append(new_state)
+  for a, b in zip(*results):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+  assert np.all(np.isfinite(results[1].latent.numpy()))
