@@ -37,10 +37,10 @@ splits its work over) and inter-op pool (independent ops run at once).
              each op on one thread, independent ops side by side. The
              framework's ops are small (MiniPacman, and even the paper
              size's convolutions at 16 windows): split over 2 threads
-             they wait on each other longer than they gain, and on 2
-             cores (1, 2) trained 1.1-1.5x faster than (2, 2) and was
-             level or faster everywhere else measured (docs/
-             performance.md, "Thread pools"). On larger machines: intra
+             they wait on each other longer than they gain: on 2 cores
+             (1, 2) trained the MiniPacman I2A 1.5x as fast as (2, 2)
+             and was level (within noise) or faster in every other
+             measurement (docs/performance.md, "Thread pools"). On larger machines: intra
              = the physical cores, inter = 2 (TensorFlow's shape of pools,
              one thread per core; not measured here).
   'default'  TensorFlow's own choice (both pools sized to the logical

@@ -37,7 +37,7 @@ from i2a.run import sweep as sweeping
 
 _GRID = cli.DEFINE_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/ "
-    "(i2a_minipacman.py: presets minipacman, tiny; table1_small.py: small, "
+    "(i2a_minipacman.py: presets minipacman, regular, tiny; table1_small.py: small, "
     "tiny); set its keys with --grid.KEY=VALUE.")
 _WORKDIR = flags.DEFINE_string("workdir", None,
                                "The sweep directory (required).")
