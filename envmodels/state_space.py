@@ -221,12 +221,16 @@ class StateSpaceModel(base.EnvModel):
     mean, raw_std = tf.split(raw, 2, axis=-1)
     return Gaussian(mean, tf.nn.softplus(raw_std) + self._min_std)
 
+  @staticmethod
+  def _prior_inputs(state: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+    """concat(s_{t-1}, a_{t-1} tiled): what the prior stack reads."""
+    return tf.concat([state, networks.tile_vector(action, state)], -1)
+
   def _prior_raw(self, state: tf.Tensor, action: tf.Tensor,
                  module: Optional[snt.Module] = None) -> tf.Tensor:
     """The prior stack's output [B, h, w, 2Z]: mean and pre-softplus std."""
     module = self._prior if module is None else module
-    inputs = tf.concat([state, networks.tile_vector(action, state)], -1)
-    return module(inputs)
+    return module(self._prior_inputs(state, action))
 
   def _prior_dist(self, state: tf.Tensor, action: tf.Tensor,
                   module: Optional[snt.Module] = None) -> Gaussian:
@@ -255,8 +259,8 @@ class StateSpaceModel(base.EnvModel):
   def _prior_mean(self, state: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
     """The mean of p(z_t | s_{t-1}, a_{t-1}) alone [B, h, w, Z]: the
     prior stack's std outputs are not computed (dSSM-DET never uses them)."""
-    inputs = tf.concat([state, networks.tile_vector(action, state)], -1)
-    return self._prior(inputs, out_channels=self._latent_channels)
+    return self._prior(self._prior_inputs(state, action),
+                       out_channels=self._latent_channels)
 
   def _generate(self, state: tf.Tensor, action: tf.Tensor,
                 prior_module: Optional[snt.Module] = None,
