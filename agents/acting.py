@@ -23,6 +23,11 @@ batch N: i2a/run/train.py `unrolls_per_item`). One unroll
                                               each window, if it declares
                                               any (agents/base.py)
 
+Where the network's envmodel encodes its context frames one by one (the
+I2A over a state-space model), the actor also keeps their encodings beside
+the frame history (`network.context_cache`, agents/base.py
+ContextEncodings): each frame is encoded once, when it is a window's newest.
+
 In one process with the learner (the embedded runtime) the actor may put
 each unroll batch {field: [N, ...]} whole into an in-process queue instead
 (`sink`, agents/learning.py LocalUnrolls): the same items, no Reverb.
@@ -305,6 +310,9 @@ class Actor:
     self.num_envs = envs.num_envs
     observations, _ = envs.reset(seed=seed)
     self._windows = FrameWindows(observations, network.window_offsets)
+    # The model's encodings of the frame history, where the network keeps
+    # them (each frame encoded once: agents/base.py ContextEncodings).
+    self._context = network.context_cache(self._windows.history)
     self._returns = np.zeros(self.num_envs)
     self._lengths = np.zeros(self.num_envs, np.int64)
     self.env_steps = 0  # steps over all envs, since this actor started
@@ -339,8 +347,8 @@ class Actor:
     if not self._side_spec or self._side_cache is not None:
       side = self._current_side_inputs()
       return self.policy_logits(self._windows.frames, side), side
-    logits, self._side_cache = self.network.act(self._windows.frames,
-                                                self.environments)
+    logits, self._side_cache = self.network.act(
+        self._windows.frames, self.environments, self._context)
     return logits, self._side_cache
 
   def _current_side_inputs(self) -> Optional[Dict[str, np.ndarray]]:
@@ -349,8 +357,8 @@ class Actor:
     if not self._side_spec:
       return None
     if self._side_cache is None:
-      self._side_cache = self.network.side_inputs(self._windows.frames,
-                                                  self.environments)
+      self._side_cache = self.network.side_inputs(
+          self._windows.frames, self.environments, self._context)
     return self._side_cache
 
   def update(self) -> None:
@@ -400,6 +408,8 @@ class Actor:
                                 int(self._lengths[i]), bool(terminated[i])))
         self._returns[i], self._lengths[i] = 0.0, 0
       self._windows.push(observations, done)
+      if self._context is not None:
+        self._context.advance(done)
       self._side_cache = None  # the environments moved on
     batch["observation"][:, n] = self._windows.frames
     side = self._current_side_inputs()  # kept for the next unroll's o_0
@@ -436,6 +446,8 @@ class Actor:
       envs = None
     return dict(envs=envs, history=self._windows.history.copy(),
                 side_cache=self._side_cache,
+                context=(None if self._context is None
+                         else self._context.get_state()),
                 network_generators=[generator.state.numpy() for generator
                                     in random_generators(self.network)],
                 rng=self._rng.bit_generator.state,
@@ -458,6 +470,10 @@ class Actor:
             f"this one keeps {self._windows.history.shape}: a network with "
             "other window offsets.")
       self._windows.history = history
+      # Actors saved before the cache encode their frame history afresh.
+      self._context = self.network.context_cache(history)
+      if self._context is not None and state.get("context") is not None:
+        self._context.set_state(state["context"])
       self._returns = np.array(state["returns"])
       self._lengths = np.array(state["lengths"])
       self._side_cache = state.get("side_cache")

@@ -37,6 +37,84 @@ class NetworkOutput(NamedTuple):
   extras: Dict[str, tf.Tensor]  # anything auxiliary_loss needs, [B, ...]
 
 
+class ContextEncodings:
+  """An actor's cache of its envmodel's encodings of recent frames.
+
+  Where it sits: the actor (agents/acting.py) keeps one beside its frame
+  windows when its network's model encodes context frames one by one
+  (`ActorCriticNetwork.context_cache`; envmodels' `encodes_context_frames`).
+  Each frame is then encoded once, when it is the newest frame of a window,
+  instead of once per window it appears in (a state-space model's context
+  of 3 frames: 3 times). The envmodel is frozen, so an encoding is a
+  function of its frame alone.
+
+  Slots are aligned with the actor's frame history (FrameWindows.history,
+  offsets[0] + 1 frames per environment, in a ring here): `at_offsets(o)`
+  gives the encodings of the frames seen o agent steps before the newest.
+  After every frame push the actor calls `advance(new_episode)`: the
+  newest slot waits for its encoding (`pending`), which the network fills
+  (`fill`) when it acts or computes side inputs on that window. An
+  environment that starts an episode has its history filled with its first
+  frame (FrameWindows): `fresh` marks it, and `fill` writes the first
+  frame's encoding into all its slots (the network uses it for the older
+  context frames of that window too).
+  """
+
+  def __init__(self, history: np.ndarray):
+    """history: float32 [N, L, ...], the encodings of the frame history,
+    oldest first (all slots filled)."""
+    self._history = np.array(history, np.float32)
+    self._newest = self._history.shape[1] - 1  # ring index of offset 0
+    self.fresh = np.zeros(len(self._history), bool)  # [N]
+    self.pending = False
+
+  @property
+  def history(self) -> np.ndarray:
+    """float32 [N, L, ...]: the encodings, oldest first."""
+    return np.roll(self._history, -(self._newest + 1), axis=1)
+
+  def at_offsets(self, offsets: Sequence[int]) -> np.ndarray:
+    """float32 [N, len(offsets), ...]: the encodings of the frames seen
+    `offsets` agent steps before the newest (each < L)."""
+    length = self._history.shape[1]
+    if any(not 0 <= o < length for o in offsets):
+      raise ValueError(f"offsets must be in [0, {length}), given "
+                       f"{tuple(offsets)}.")
+    index = [(self._newest - o) % length for o in offsets]
+    return self._history[:, index]
+
+  def advance(self, new_episode: np.ndarray) -> None:
+    """After a frame push: the newest slot now waits for its encoding;
+    new_episode [N] bool: those environments start an episode."""
+    self._newest = (self._newest + 1) % self._history.shape[1]
+    self.fresh |= np.asarray(new_episode, bool)
+    self.pending = True
+
+  def fill(self, newest: np.ndarray) -> None:
+    """newest float32 [N, ...]: the encodings of the windows' newest frames
+    (into all slots of a `fresh` environment)."""
+    self._history[:, self._newest] = newest
+    for i in np.flatnonzero(self.fresh):
+      self._history[i] = newest[i]
+    self.fresh[:] = False
+    self.pending = False
+
+  def get_state(self) -> Dict[str, np.ndarray]:
+    return dict(history=self.history, fresh=self.fresh.copy(),
+                pending=np.array(self.pending))
+
+  def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+    history = np.asarray(state["history"], np.float32)
+    if history.shape != self._history.shape:
+      raise ValueError(f"the saved context encodings have shape "
+                       f"{history.shape}, this actor's {self._history.shape}:"
+                       " another network or number of environments.")
+    self._history = history.copy()
+    self._newest = history.shape[1] - 1
+    self.fresh = np.array(state["fresh"], bool)
+    self.pending = bool(state["pending"])
+
+
 class ActorCriticNetwork(snt.Module, abc.ABC):
   """pi(a | o_{t-k+1..t}) and V(o_{t-k+1..t}) from a window of k frames."""
 
@@ -72,27 +150,41 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
     network reads frames only."""
     return {}
 
+  def context_cache(self, history: np.ndarray) -> Optional[ContextEncodings]:
+    """The cache of context-frame encodings an actor keeps beside its frame
+    history uint8 [N, L, H, W, C] (FrameWindows.history), with every slot
+    encoded; None (the default) for a network that encodes no frames one
+    by one. The actor passes it to `act` and `side_inputs`."""
+    del history
+    return None
+
   def side_inputs(self, windows: np.ndarray,
-                  envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
+                  envs: Optional[Sequence[object]],
+                  context: Optional[ContextEncodings] = None
+                  ) -> Dict[str, np.ndarray]:
     """The side inputs [B, ...] of `windows` uint8 [B, k, H, W, C], from
     the B live environments that show them (only read, never stepped; None
     where the caller cannot reach them, e.g. an AsyncVectorEnv's); {} for
-    a network without any."""
+    a network without any. context: the actor's cache (`context_cache`),
+    whose newest slot the call fills."""
     if not self.side_input_spec():
       return {}
     raise NotImplementedError(
         f"{type(self).__name__} declares side inputs "
         f"{sorted(self.side_input_spec())} but does not compute them.")
 
-  def act(self, windows: np.ndarray, envs: Optional[Sequence[object]]
+  def act(self, windows: np.ndarray, envs: Optional[Sequence[object]],
+          context: Optional[ContextEncodings] = None
           ) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
     """One acting step: the policy logits float32 [B, A] of `windows` uint8
     [B, k, H, W, C] and their side inputs {name: [B, ...]} (the actor
     stores them with the unroll). Default: `side_inputs`, then the network
     in one tf.function; a network that can compute both in one graph
     overrides it (the I2A over a learned model: rollouts, encoder and heads
-    in one call)."""
-    side = self.side_inputs(windows, envs) if self.side_input_spec() else {}
+    in one call). context: the actor's cache of frame encodings
+    (`context_cache`), whose newest slot the call fills."""
+    side = (self.side_inputs(windows, envs, context)
+            if self.side_input_spec() else {})
     return self.policy_logits(windows, side), side
 
   def policy_logits(self, windows: np.ndarray,

@@ -9,12 +9,17 @@ tau = 3, 16 environments) and times, at each precision side by side
   model steps       the 3 imagined steps of the 80 rollouts
   act (fused)       a whole acting step: the above, the rollout encoder, the
                     model-free torso and the heads, in one tf.function
+  act (fused, cached context)  the same step as the actor runs it, with
+                    its cache of context-frame encodings (the newest frame
+                    encoded, the older ones read: agents/base.py
+                    ContextEncodings)
   learner step      one update on a batch of 16 unrolls of 5 steps with the
                     actor's stored rollouts (forward over 96 windows,
                     backward, RMSProp)
 Prints a markdown table and writes benchmarks/results/profile_i2a.json.
 
   python benchmarks/profile_i2a.py [--precisions fp32,bf16] [--rounds 5]
+      [--row i2a_distillation/mspacman] [--threads auto]
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
     return outputs
 
   side = network.side_inputs(windows[:1], None)
+  history = np.repeat(windows[:, :1], network.window_offsets[0] + 1, axis=1)
+  cache = network.context_cache(history)  # the actor's cached encodings
   unrolls = {
       "observation": rng.randint(0, 256, (batch, n + 1, *windows.shape[1:])
                                  ).astype(np.uint8),
@@ -96,8 +103,17 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
       "initial state": lambda: initial(context),
       "model steps": lambda: steps(state),
       "act (fused)": lambda: network.act(windows, None),
+      "act (fused, cached context)": lambda: cached_act(network, windows,
+                                                        cache),
       "learner step": learner.step,
   }
+
+
+def cached_act(network: Any, windows: np.ndarray, cache: Any) -> Any:
+  """An actor's step with its cache: the newest frame encoded, the older
+  context frames' encodings read from the cache."""
+  cache.advance(np.zeros(len(windows), bool))
+  return network.act(windows, None, cache)
 
 
 def finish(result: Any) -> None:
@@ -113,9 +129,14 @@ def main() -> None:
   parser.add_argument("--calls", type=int, default=3)
   parser.add_argument("--row", default="i2a_distillation/mspacman",
                       help="an I2A row of benchmarks/train_throughput.py")
+  parser.add_argument("--threads", default=precision.THREADS_AUTO,
+                      help="TensorFlow's thread pools, as the binaries' "
+                      "config `threads`: 'auto', 'default' or "
+                      "'INTRA,INTER'")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "profile_i2a.json"))
   args = parser.parse_args()
+  threads = precision.set_threads(args.threads)  # before any TF op
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
   with tempfile.TemporaryDirectory() as tmpdir:
@@ -148,7 +169,8 @@ def main() -> None:
   text = "\n".join(table)
   print(text)
   io_utils.atomic_write_json(args.output, dict(
-      parts_ms=results, row=args.row, rounds=args.rounds, load_average=os.getloadavg(),
+      parts_ms=results, row=args.row, rounds=args.rounds, threads=threads,
+      load_average=os.getloadavg(),
       command=" ".join(sys.argv)))
 
 

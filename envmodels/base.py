@@ -3,7 +3,9 @@
 Data flow: `i2a.pretrain` trains an `EnvModel` with `loss(batch)`; the trained
 module is exported (`envmodels.export`) and loaded frozen by agents, which
 only ever use this contract: `initial_state`, `step`, `render`, `rollout`,
-`state_features`, `deterministic`, `tile_state` and, for a `LiveEnvModel`
+`state_features`, `deterministic`, `tile_state`, optionally the context
+encodings (`encodes_context_frames`, `encode_context_frames`,
+`initial_state_from_encodings`) and, for a `LiveEnvModel`
 (the emulator oracle), `initial_state_from_envs` / `release`. An agent never
 asks for a model's class or kind name (docs/architecture.md).
 
@@ -242,6 +244,60 @@ class EnvModel(snt.Module, abc.ABC):
     check_frames_dtype("initial_state observations", observations)
     checks = _check_batch_size("initial_state observations", observations)
     return self._initial_state(_after(checks, observations))
+
+  # -- Context encodings (optional; docs/envmodels.md, "Context encodings") -
+
+  @property
+  def encodes_context_frames(self) -> bool:
+    """Whether the initial state is a function of per-frame encodings
+    (`encode_context_frames`, then `initial_state_from_encodings`): an
+    actor then encodes each frame once and keeps the encodings of the
+    older context frames (agents/base.py ContextEncodings) instead of
+    encoding all context_length frames at every step. Default False."""
+    return False
+
+  def encode_context_frames(self, frames: tf.Tensor) -> tf.Tensor:
+    """uint8 [B, H, W, C] -> float32 [B, ...]: one context frame's encoding,
+    the same for a frame whatever its place in the context; for models
+    with `encodes_context_frames`."""
+    frames = tf.convert_to_tensor(frames)
+    self._check_encodes_context("encode_context_frames")
+    expected = tuple(self.spec.observation_shape)
+    if (frames.shape.rank != 4 or
+        not frames.shape[1:].is_compatible_with(expected)):
+      raise _shape_error("encode_context_frames frames",
+                         f"[B, {', '.join(map(str, expected))}]",
+                         frames.shape)
+    check_frames_dtype("encode_context_frames frames", frames)
+    checks = _check_batch_size("encode_context_frames frames", frames)
+    return self._encode_context_frames(_after(checks, frames))
+
+  def initial_state_from_encodings(self, encodings: tf.Tensor) -> State:
+    """float32 [B, context_length, ...] (encode_context_frames of the
+    context frames, oldest first) -> the state initial_state gives for
+    those frames."""
+    encodings = tf.convert_to_tensor(encodings)
+    self._check_encodes_context("initial_state_from_encodings")
+    k = self.spec.context_length
+    if encodings.shape.rank is None or encodings.shape.rank < 2 or (
+        encodings.shape[1] is not None and encodings.shape[1] != k):
+      raise _shape_error("initial_state_from_encodings encodings",
+                         f"[B, {k}, ...] (context_length = {k})",
+                         encodings.shape)
+    return self._initial_state_from_encodings(encodings)
+
+  def _check_encodes_context(self, what: str) -> None:
+    if not self.encodes_context_frames:
+      raise NotImplementedError(
+          f"the {self.spec.kind!r} model does not encode its context frames "
+          f"one by one ({what}): use initial_state(observations); check "
+          "model.encodes_context_frames first.")
+
+  def _encode_context_frames(self, frames: tf.Tensor) -> tf.Tensor:
+    raise NotImplementedError
+
+  def _initial_state_from_encodings(self, encodings: tf.Tensor) -> State:
+    raise NotImplementedError
 
   def step(self, state: State, actions: tf.Tensor,
            noise: Optional[tf.Tensor] = None) -> Tuple[State, StepOutput]:

@@ -297,11 +297,21 @@ class StateSpaceModel(base.EnvModel):
   # -- EnvModel -------------------------------------------------------------
 
   def _initial_state(self, observations: tf.Tensor) -> SSMState:
-    frames = losses.preprocess_frames(observations, self._bit_depth)
-    merged, lead = networks.merge_leading(frames)  # [B * k, H, W, C]
-    embedded = networks.split_leading(self._encoder(merged), lead)
+    merged, lead = networks.merge_leading(observations)  # [B * k, H, W, C]
+    return self._initial_state_from_encodings(networks.split_leading(
+        self._encode_context_frames(merged), lead))  # [B, k, h, w, D]
+
+  @property
+  def encodes_context_frames(self) -> bool:
+    return True
+
+  def _encode_context_frames(self, frames: tf.Tensor) -> tf.Tensor:
+    """uint8 [B, H, W, C] -> [B, h, w, D]: the encoder of one frame."""
+    return self._encoder(losses.preprocess_frames(frames, self._bit_depth))
+
+  def _initial_state_from_encodings(self, encodings: tf.Tensor) -> SSMState:
     # [B, k, h, w, D] -> [B, h, w, k * D]: context encodings side by side.
-    stacked = tf.concat(tf.unstack(embedded, axis=1), axis=-1)
+    stacked = tf.concat(tf.unstack(encodings, axis=1), axis=-1)
     state = self._initial(stacked)  # [B, h, w, S]
     latent = tf.zeros(tf.concat([tf.shape(state)[:3],
                                  [self._latent_channels]], 0))

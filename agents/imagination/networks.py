@@ -58,7 +58,7 @@ import tensorflow as tf
 import envmodels
 from agents import builder, compiled
 from agents.a2c.networks import ConvTorso, frames_on_channels
-from agents.base import ActorCriticNetwork, NetworkOutput
+from agents.base import ActorCriticNetwork, ContextEncodings, NetworkOutput
 from agents.imagination import imagination as imagination_lib
 from agents.imagination import rollout_policies
 
@@ -340,16 +340,67 @@ class I2ANetwork(ActorCriticNetwork):
       self._stored_shapes = shapes
     return self._stored_shapes
 
+  # -- Context encodings: each frame encoded once by the actor ------------
+
+  @property
+  def caches_context(self) -> bool:
+    """Whether an actor keeps its model's context-frame encodings
+    (`context_cache`): for a learned model that encodes its context frames
+    one by one (envmodels' `encodes_context_frames`)."""
+    return self.model.encodes_context_frames and not self.needs_env_states
+
+  def context_cache(self, history: np.ndarray
+                    ) -> Optional[ContextEncodings]:
+    if not self.caches_context:
+      return None
+    history = np.asarray(history)  # [N, L, H, W, C]
+    if getattr(self, "_encode_fn", None) is None:
+      self._encode_fn = compiled.Compiled(self.model.encode_context_frames)
+    encoded = self._encode_fn(
+        history.reshape((-1,) + history.shape[2:])).numpy()  # [N * L, ...]
+    return ContextEncodings(encoded.reshape(history.shape[:2] +
+                                            encoded.shape[1:]))
+
+  def _cached_initial_state(self, windows: tf.Tensor, older: tf.Tensor,
+                            fresh: tf.Tensor) -> Tuple[Any, tf.Tensor]:
+    """The initial model state of `windows` from the encodings `older`
+    [B, k - 1, ...] of its older context frames (ContextEncodings
+    .at_offsets) and its newest frame, encoded here; where `fresh` [B]
+    (an episode's first window: its context is that frame repeated) the
+    newest encoding stands for all. Returns (state, newest [B, ...])."""
+    newest = self.model.encode_context_frames(windows[:, -1])
+    mask = tf.reshape(fresh, [-1] + [1] * (older.shape.rank - 1))
+    older = tf.where(mask, newest[:, None], older)  # [B, k - 1, ...]
+    return (self.model.initial_state_from_encodings(
+        tf.concat([older, newest[:, None]], axis=1)), newest)
+
+  def _context_arguments(self, windows: np.ndarray,
+                         context: ContextEncodings
+                         ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(windows, older encodings, fresh): a cached call's arguments."""
+    return (windows, context.at_offsets(self._model_offsets[:-1]),
+            context.fresh)
+
   def side_inputs(self, windows: np.ndarray,
-                  envs: Optional[Sequence[object]]) -> Dict[str, np.ndarray]:
+                  envs: Optional[Sequence[object]],
+                  context: Optional[ContextEncodings] = None
+                  ) -> Dict[str, np.ndarray]:
     """The actor's K rollouts for `windows` [B, len(window_offsets), H, W,
     C]: from the learned model, or from the B live environments `envs` for
     the oracle (only read: snapshots are restored into the oracle's own
     worker env). Where the learner recomputes them: fresh noise keys
     rollout_keys [B, 2], from which the actor and the learner both run
-    them."""
+    them. context: the actor's cache of frame encodings (its newest slot
+    is filled here)."""
     windows = np.asarray(windows)
     self._check_window(windows)
+    if context is not None and self.caches_context:
+      if getattr(self, "_cached_side_fn", None) is None:
+        self._cached_side_fn = compiled.Compiled(self._cached_side_inputs)
+      side, newest = self._cached_side_fn(
+          *self._context_arguments(windows, context))
+      context.fill(newest.numpy())
+      return {name: value.numpy() for name, value in side.items()}
     if not self.rollouts_from_actor:
       return {"rollout_keys":
               self.imagination_core.window_keys(len(windows)).numpy()}
@@ -364,36 +415,69 @@ class I2ANetwork(ActorCriticNetwork):
     finally:
       self.model.release(state)
 
-  def act(self, windows: np.ndarray, envs: Optional[Sequence[object]]
+  def act(self, windows: np.ndarray, envs: Optional[Sequence[object]],
+          context: Optional[ContextEncodings] = None
           ) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
-    """One acting step in one tf.function for a learned model: the K
-    rollouts (or the window keys the learner will rerun them from), the
-    rollout encoder and the heads; the emulator oracle, which reads the
-    live environments, takes the two calls of the base class."""
+    """One acting step in one tf.function for a learned model: the initial
+    state (from the actor's cached encodings of the older context frames
+    and the newest frame's, which fills `context`, where the actor keeps
+    them), the K rollouts (or the window keys the learner will rerun them
+    from), the rollout encoder and the heads; the emulator oracle, which
+    reads the live environments, takes the two calls of the base class."""
     if self.needs_env_states:
       return super().act(windows, envs)
     windows = np.asarray(windows)
     self._check_window(windows)
-    if getattr(self, "_fused_act_fn", None) is None:
-      # One compiled call per step, without tf.function's dispatch.
-      self._fused_act_fn = compiled.Compiled(self._fused_act)
-    logits, side = self._fused_act_fn(windows)
+    if context is not None and self.caches_context:
+      if getattr(self, "_cached_act_fn", None) is None:
+        self._cached_act_fn = compiled.Compiled(self._cached_act)
+      logits, side, newest = self._cached_act_fn(
+          *self._context_arguments(windows, context))
+      context.fill(newest.numpy())
+    else:
+      if getattr(self, "_fused_act_fn", None) is None:
+        # One compiled call per step, without tf.function's dispatch.
+        self._fused_act_fn = compiled.Compiled(self._fused_act)
+      logits, side = self._fused_act_fn(windows)
     return logits.numpy(), {name: value.numpy()
                             for name, value in side.items()}
 
-  def _fused_act(self, windows: tf.Tensor
+  def _fused_act(self, windows: tf.Tensor, model_state: Any = None
                  ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
     if self.rollouts_from_actor:
-      side = self._model_rollouts.python_function(windows)
-    else:
-      side = {"rollout_keys": self.imagination_core.window_keys(
-          tf.shape(windows)[0])}
-    return self(windows, side).policy_logits, side
+      side = self._rollout_side_inputs(windows, model_state)
+      return self(windows, side).policy_logits, side
+    side = {"rollout_keys": self.imagination_core.window_keys(
+        tf.shape(windows)[0])}
+    return self(windows, side, model_state=model_state).policy_logits, side
+
+  def _cached_act(self, windows: tf.Tensor, older: tf.Tensor,
+                  fresh: tf.Tensor
+                  ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor], tf.Tensor]:
+    state, newest = self._cached_initial_state(windows, older, fresh)
+    logits, side = self._fused_act(windows, state)
+    return logits, side, newest
+
+  def _cached_side_inputs(self, windows: tf.Tensor, older: tf.Tensor,
+                          fresh: tf.Tensor
+                          ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    if not self.rollouts_from_actor:
+      return ({"rollout_keys": self.imagination_core.window_keys(
+          tf.shape(windows)[0])},
+              self.model.encode_context_frames(windows[:, -1]))
+    state, newest = self._cached_initial_state(windows, older, fresh)
+    return self._rollout_side_inputs(windows, state), newest
 
   @tf.function
   def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
+    return self._rollout_side_inputs(windows)
+
+  def _rollout_side_inputs(self, windows: tf.Tensor, model_state: Any = None
+                           ) -> Dict[str, tf.Tensor]:
+    """The stored rollouts of `windows` (from `model_state`, or from the
+    model's initial state of their context frames)."""
     return imagination_lib.to_side_inputs(
-        self.imagination_core(self.model_context(windows)),
+        self.imagination_core(self.model_context(windows), model_state),
         self.num_rollouts,
         with_initial_features=self.rollout_policy.needs_initial_features,
         stored_features=self.stored_features)

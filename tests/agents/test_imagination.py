@@ -578,6 +578,93 @@ def test_a_jumpy_models_context_is_c_steps_apart_and_never_crosses_episodes(
   actor.close()
 
 
+def test_context_encodings_keep_each_frames_encoding_in_its_slot():
+  from agents.base import ContextEncodings  # pylint: disable=import-outside-toplevel
+  history = np.arange(2 * 3, dtype=np.float32).reshape([2, 3, 1])  # [N, L, 1]
+  cache = ContextEncodings(history)
+  np.testing.assert_array_equal(cache.at_offsets([2, 0])[..., 0],
+                                [[0, 2], [3, 5]])
+  cache.advance(np.array([False, True]))  # env 1 starts an episode
+  assert cache.pending
+  cache.fill(np.array([[10.0], [11.0]]))
+  assert not cache.pending and not cache.fresh.any()
+  np.testing.assert_array_equal(cache.history[..., 0], [[1, 2, 10],
+                                                        [11, 11, 11]])
+  np.testing.assert_array_equal(cache.at_offsets([2, 1, 0])[..., 0],
+                                [[1, 2, 10], [11, 11, 11]])
+  restored = ContextEncodings(np.zeros_like(history))
+  restored.set_state(cache.get_state())
+  np.testing.assert_array_equal(restored.history, cache.history)
+  with pytest.raises(ValueError, match=r"offsets must be in \[0, 3\)"):
+    cache.at_offsets([3])
+  with pytest.raises(ValueError, match="another network or number of envi"):
+    ContextEncodings(np.zeros([1, 3, 1])).set_state(cache.get_state())
+
+
+@pytest.mark.parametrize("export,overrides", [
+    ("det_jump2", dict(rollout_policy="distillation", model_free_frames=2)),
+    ("sssm", dict(rollout_policy="random", learner_rollouts="recompute"))])
+def test_the_actor_encodes_each_frame_once_and_acts_as_without_the_cache(
+    exports, export, overrides):
+  """The actor's cached context encodings (each frame encoded once, kept
+  across steps, reset at episode starts) give the actions, logits and
+  stored rollouts of encoding every window's context afresh, and survive
+  a checkpoint (and one saved without them)."""
+  from agents.acting import Actor, random_generators  # pylint: disable=import-outside-toplevel
+  from tests import fakes  # pylint: disable=import-outside-toplevel
+  network = make(load(exports, export), depth=2, **overrides)
+  builder.create_variables(network, FRAME)
+  assert network.caches_context
+  encodes = _Recorder(network.model, "encode_context_frames")
+  import gymnasium as gym  # pylint: disable=import-outside-toplevel
+  envs = lambda: gym.vector.SyncVectorEnv(  # picklable, for get_state
+      [functools.partial(fakes.CountingEnv, shape=FRAME,
+                         num_actions=NUM_ACTIONS, min_length=2, max_length=7)
+       for _ in range(3)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+  generators = random_generators(network)
+  start = [generator.state.numpy() for generator in generators]
+
+  def run(cached, unrolls=5):
+    for generator, value in zip(generators, start):
+      generator.state.assign(value)
+    actor = Actor(network, envs(), unroll_length=3, seed=0)
+    if not cached:
+      actor._context = None  # pylint: disable=protected-access
+    batches = [actor.unroll()[0] for _ in range(unrolls)]
+    return actor, batches
+
+  cached_actor, cached = run(True)
+  assert encodes.calls  # the cached calls encode through the contract
+  _, fresh = run(False)
+  for a, b in zip(cached, fresh):
+    assert sorted(a) == sorted(b)
+    np.testing.assert_array_equal(a["observation"], b["observation"])
+    for name in a:
+      if a[name].dtype.kind == "f":
+        np.testing.assert_allclose(a[name], b[name], atol=2e-5)
+      else:
+        np.testing.assert_array_equal(a[name], b[name])
+  # Every slot holds the encoding of the frame the actor's history holds
+  # there (episode starts included: FrameWindows repeats the first frame).
+  history = cached_actor._windows.history  # pylint: disable=protected-access
+  context = cached_actor._context  # pylint: disable=protected-access
+  expected = network.model.encode_context_frames(
+      history.reshape((-1,) + FRAME)).numpy()
+  np.testing.assert_allclose(context.history.reshape(expected.shape),
+                             expected, atol=1e-5)
+  # Resumed from its state, with and without the saved encodings.
+  state = cached_actor.get_state()
+  following = cached_actor.unroll()[0]
+  for saved in (state, {**state, "context": None}):
+    resumed = Actor(network, envs(), unroll_length=3, seed=0)
+    resumed.set_state(saved)
+    again = resumed.unroll()[0]
+    np.testing.assert_allclose(again["behaviour_logits"],
+                               following["behaviour_logits"], atol=2e-5)
+    resumed.close()
+  cached_actor.close()
+
+
 def test_the_rollout_encoder_reads_imagined_rewards_through_symlog():
   encoder = imagination_lib.RolloutEncoder((4,), (1,), 8)
   rewards = tf.constant([[0.0, 10.0, -1600.0]])

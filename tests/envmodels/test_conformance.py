@@ -477,6 +477,34 @@ def test_state_features_trace_batch_agnostic(kind):
       1:].is_fully_defined()
 
 
+def test_context_encodings_give_the_initial_state_of_the_frames(kind):
+  """Models that encode context frames one by one: the encodings of each
+  frame, stacked, give initial_state's state; others refuse clearly."""
+  model = cached_model(kind, 1)
+  context = make_context()  # [B, k, H, W, C]
+  if not model.encodes_context_frames:
+    with pytest.raises(NotImplementedError,
+                       match="does not encode its context frames"):
+      model.encode_context_frames(context[:, 0])
+    return
+  encode = trace(model.encode_context_frames,
+                 [tf.TensorSpec((None,) + FRAME, tf.uint8)])
+  encodings = tf.stack([encode(context[:, i]) for i in range(CONTEXT)], 1)
+  assert encodings.shape[:2] == (BATCH, CONTEXT)
+  assert encodings.dtype == tf.float32
+  expected = model.initial_state(context)
+  tf.nest.map_structure(
+      lambda a, b: np.testing.assert_allclose(a.numpy(), b.numpy(),
+                                              atol=1e-5),
+      model.initial_state_from_encodings(encodings), expected)
+  with pytest.raises(ValueError, match=r"\[B, 3, \.\.\.\]"):
+    model.initial_state_from_encodings(encodings[:, :2])
+  with pytest.raises(ValueError, match="16, 16, 3"):
+    model.encode_context_frames(context)  # a window, not frames
+  with pytest.raises(ValueError, match="expected uint8 frames"):
+    model.encode_context_frames(context[:, 0].astype(np.float32))
+
+
 # -- Shape errors ------------------------------------------------------------
 
 
