@@ -14,8 +14,15 @@ from i2a import runs
 from i2a.run import exports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# export -> the agent preset it is shipped for.
-SHIPPED = {"exports/minipacman_avoid/dssm_det": "minipacman"}
+REGULAR = "MiniPacman-regular-v0"
+# export -> (the agent preset it is shipped for, its env_id: None for the
+# preset's own).
+SHIPPED = {
+    "exports/minipacman_avoid/dssm_det": ("minipacman", None),
+    "exports/minipacman_regular/dssm_det": ("minipacman", REGULAR),
+    "exports/minipacman_regular/sssm": ("minipacman", REGULAR),
+    "exports/minipacman_regular/sssm_action_free": ("minipacman", REGULAR),
+}
 
 
 def test_every_shipped_export_is_listed_here_and_in_the_readme():
@@ -28,10 +35,13 @@ def test_every_shipped_export_is_listed_here_and_in_the_readme():
     assert f"`{os.path.relpath(path, 'exports')}`" in readme
 
 
-@pytest.mark.parametrize("path,preset", sorted(SHIPPED.items()))
-def test_a_shipped_export_loads_agrees_and_rolls_out(path, preset):
+@pytest.mark.parametrize("path,shipped_for", sorted(SHIPPED.items()))
+def test_a_shipped_export_loads_agrees_and_rolls_out(path, shipped_for):
+  preset, env_id = shipped_for
   export = os.path.join(ROOT, path)
   config = i2a_config.get_config(preset)
+  if env_id is not None:
+    config.protocol.env_id = env_id
   protocol = runs.protocol_from_config(config)
   identity = exports.check_export(config, protocol, export)  # agrees
   assert identity.fingerprint == envmodels.fingerprint(export)
