@@ -366,13 +366,18 @@ class Actor:
     if self._variable_client is not None:
       self._variable_client.update()
 
-  def unroll(self) -> Tuple[Dict[str, np.ndarray], List[Episode]]:
+  def unroll(self, pull: bool = True
+             ) -> Tuple[Dict[str, np.ndarray], List[Episode]]:
     """Runs n steps on every env; writes their unrolls (`write_unrolls`).
 
+    pull: first pull the learner's newest weights (`update`); False acts on
+    the weights held (a caller that pulled them itself, e.g. the embedded
+    loop acting beside the learner's step: i2a/run/train.py).
     Returns the unrolls as a batch ({field: [N, ...]}, unroll_signature) and
     the episodes that finished during them.
     """
-    self.update()
+    if pull:
+      self.update()
     n, num_envs = self.unroll_length, self.num_envs
     windows = self._windows.frames
     batch = {

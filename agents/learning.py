@@ -32,6 +32,7 @@ so actors never load a NaN.
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from typing import Callable, Deque, Dict, Mapping, Optional, Union
 
@@ -154,9 +155,11 @@ class LocalUnrolls:
   `batch_size` unrolls {field: [batch_size, ...]}, in insertion order,
   environment by environment: the batch the Reverb `unrolls` queue
   (`unroll_dataset`) would give for the same writes, without the
-  items, serialisation and sampling. Single-threaded: `put`
-  past `capacity` unrolls or `take` of more than are queued raise (an
-  actor and a learner that alternate never do), where Reverb would block.
+  items, serialisation and sampling. `put` past `capacity` unrolls or
+  `take` of more than are queued raise (an actor and a learner that
+  alternate, or that overlap by one update as i2a/run/train.py's
+  `overlap_acting` does, never do), where Reverb would block; `put` and
+  `take` may come from two threads.
   """
 
   def __init__(self, capacity: int):
@@ -165,6 +168,7 @@ class LocalUnrolls:
     self.capacity = capacity
     self._batches: Deque[Dict[str, np.ndarray]] = collections.deque()
     self._size = 0
+    self._lock = threading.Lock()
 
   def __len__(self) -> int:
     """Unrolls queued."""
@@ -177,6 +181,10 @@ class LocalUnrolls:
       raise ValueError("an unroll batch needs one leading size across its "
                        f"fields, given {sizes}.")
     size = next(iter(sizes.values()))
+    with self._lock:
+      self._put(batch, size)
+
+  def _put(self, batch: Mapping[str, np.ndarray], size: int) -> None:
     if self._size + size > self.capacity:
       raise RuntimeError(
           f"the local unrolls queue holds {self._size} of {self.capacity} "
@@ -188,6 +196,10 @@ class LocalUnrolls:
 
   def take(self, count: int) -> Dict[str, np.ndarray]:
     """The oldest `count` unrolls as one batch {field: [count, ...]}."""
+    with self._lock:
+      return self._take(count)
+
+  def _take(self, count: int) -> Dict[str, np.ndarray]:
     if count > self._size:
       raise RuntimeError(
           f"the learner needs {count} unrolls and the local unrolls queue "

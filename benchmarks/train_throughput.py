@@ -10,7 +10,8 @@ unrolls + one learner step, and reports:
   learner steps/s   updates per second of the loop
   actor ms/unroll, learner ms/step   where the time goes
   x A2C             env steps/s over the A2C row's on the same environment
-                    (same precision, transport and number of envs)
+                    (same precision, transport, number of envs and
+                    overlap: config.overlap_acting, `--overlap off,on`)
   GFLOP/window      float operations of acting on one window (TensorFlow's
                     graph profiler; an I2A's rollouts included, the
                     oracle's emulator steps not): the I2A's cost is its
@@ -19,7 +20,8 @@ Writes benchmarks/results/train_throughput.json and prints a markdown table.
 
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
       [--updates 100] [--warmup 10] [--precisions fp32,bf16]
-      [--transports local,reverb] [--repeats 3] [--interleave B]
+      [--transports local,reverb] [--overlap off,on] [--repeats 3]
+      [--interleave B]
       [--writes B [--items_of 1,4,0]] [--output FILE]
 
 With --interleave B (and --transports local,reverb) each row's Trainers
@@ -52,6 +54,7 @@ import argparse
 import collections
 import dataclasses
 import importlib
+import math
 import os
 import platform
 import sys
@@ -201,11 +204,14 @@ def forward_gflop_per_window(network: Any, batch: int,
 
 
 def measure(row: Row, updates: int, warmup: int,
-            precision: str = "", transport: str = "local") -> Dict[str, Any]:
+            precision: str = "", transport: str = "local",
+            overlap: bool = False) -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
     config = load_config(row, tmpdir)
     if precision:
       config.precision = precision
+    config.overlap_acting = overlap
+    config.queue_size = max(config.queue_size, 2 * config.batch_size)
     trainer = training.Trainer(config, os.path.join(tmpdir, "run"),
                                transport=transport)
     try:
@@ -215,6 +221,11 @@ def measure(row: Row, updates: int, warmup: int,
       trainer.learner.publish()
       unrolls = config.batch_size // config.num_envs
       def update(times):
+        if overlap:  # the loop's own update: acting beside the step
+          start = time.perf_counter()
+          trainer.loop.update()
+          times[0] += time.perf_counter() - start
+          return
         start = time.perf_counter()
         for _ in range(unrolls):
           trainer.actor.unroll()
@@ -237,13 +248,15 @@ def measure(row: Row, updates: int, warmup: int,
       config_file=row.config_file, preset=row.preset,
       overrides={k: str(v) for k, v in row.overrides.items()},
       precision=config.precision, transport=transport,
+      overlap_acting=overlap,
       env_id=config.protocol.env_id, num_envs=config.num_envs,
       unroll_length=config.unroll_length, batch_size=config.batch_size,
       observation_size=list(config.protocol.observation_size),
       updates=updates, env_steps_per_s=env_steps / elapsed,
       learner_steps_per_s=updates / elapsed,
-      actor_ms_per_unroll=1000 * times[0] / (updates * unrolls),
-      learner_ms_per_step=1000 * times[1] / updates,
+      actor_ms_per_unroll=(math.nan if overlap else
+                           1000 * times[0] / (updates * unrolls)),
+      learner_ms_per_step=math.nan if overlap else 1000 * times[1] / updates,
       forward_gflop_per_window=gflop)
 
 
@@ -445,6 +458,12 @@ def main() -> None:
                       "learner exchange unrolls and weights "
                       "(i2a/run/train.py); each row at each, named "
                       "ROW[@PRECISION]/TRANSPORT when more than one")
+  parser.add_argument("--overlap", default="off",
+                      help="comma-separated among off, on: config."
+                      "overlap_acting (the actor acts the next update "
+                      "beside the learner's step); each row at each, "
+                      "named ROW.../overlap when on (the parts' ms are "
+                      "then not separable: nan)")
   parser.add_argument("--repeats", type=int, default=1,
                       help="measure every cell this many times, round-"
                       "robin (all cells once, then again), and report "
@@ -524,21 +543,27 @@ def main() -> None:
         load_average=list(os.getloadavg()),
         date=time.strftime("%Y-%m-%dT%H:%M:%S")))
     return
+  overlaps = [o for o in args.overlap.split(",") if o]
+  if not overlaps or set(overlaps) - {"off", "on"}:
+    parser.error(f"--overlap takes off, on; given {args.overlap!r}")
   cells = {}
   for name in names:
     for precision in precisions:
       for transport in transports:
-        label = f"{name}@{precision}" if precision else name
-        if len(transports) > 1:
-          label += f"/{transport}"
-        cells[label] = (name, precision, transport)
+        for overlap in overlaps:
+          label = f"{name}@{precision}" if precision else name
+          if len(transports) > 1:
+            label += f"/{transport}"
+          if overlap == "on":
+            label += "/overlap"
+          cells[label] = (name, precision, transport, overlap == "on")
   samples: Dict[str, list] = {label: [] for label in cells}
   for repeat in range(args.repeats):
-    for label, (name, precision, transport) in cells.items():
+    for label, (name, precision, transport, overlap) in cells.items():
       print(f"measuring {label} (repeat {repeat + 1} of {args.repeats}) ...",
             file=sys.stderr, flush=True)
       samples[label].append(measure(ROWS[name], args.updates, args.warmup,
-                                    precision, transport))
+                                    precision, transport, overlap))
   results = {}
   for label, runs in samples.items():
     rates = [r["env_steps_per_s"] for r in runs]
@@ -553,11 +578,12 @@ def main() -> None:
       date=time.strftime("%Y-%m-%dT%H:%M:%S"))
   # Each row against A2C on the same environment at the same precision,
   # measured in this run.
-  a2c = {(r["env_id"], r["precision"], r["transport"], r["num_envs"]):
-         r["env_steps_per_s"]
+  a2c = {(r["env_id"], r["precision"], r["transport"], r["num_envs"],
+          r["overlap_acting"]): r["env_steps_per_s"]
          for name, r in results.items() if name.startswith("a2c/")}
   for r in results.values():
-    key = (r["env_id"], r["precision"], r["transport"], r["num_envs"])
+    key = (r["env_id"], r["precision"], r["transport"], r["num_envs"],
+           r["overlap_acting"])
     r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[key]
                             if key in a2c else None)
   io_utils.atomic_write_json(args.output, report)

@@ -58,6 +58,12 @@ def make_config(agent: str, preset: str,
   config.batch_size = 16
   # The Reverb `unrolls` queue's capacity (unrolls; a multiple of num_envs).
   config.queue_size = 64
+  # The embedded runtime only (i2a/run/train.py LearnerLoop.update): False
+  # acts each update's unrolls, then learns on them (synchronous A2C);
+  # True acts the next update's unrolls in a thread while the learner
+  # steps (the actor's policy then lags the learner's by one update, as
+  # the distributed actors' do; both cores busy at once).
+  config.overlap_acting = False
   # reward_clipping: what the loss trains on, 'sign' (the A2C/I2A papers'
   # clipping to {-1, 0, 1}) or 'none'; unrolls and episode returns keep the
   # game's points (agents/learning.py).

@@ -39,6 +39,7 @@ import math
 import os
 import pickle
 import time
+from concurrent import futures
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import ml_collections
@@ -76,7 +77,8 @@ RESUMABLE_FIELDS = ("env_steps", "log_every", "checkpoint_every",
 # models was spaced and rollout noise seeded have no such path (the
 # network.reward_transform field is new to them and has no legacy value).
 LEGACY_VALUES = {"loss.reward_clipping": "none", "network.head_hidden": 0,
-                 "precision": "fp32", "allow_protocol_mismatch": False}
+                 "precision": "fp32", "allow_protocol_mismatch": False,
+                 "overlap_acting": False}
 # The embedded learner never waits longer than this for unrolls.
 EMBEDDED_TIMEOUT_MS = 120_000
 
@@ -105,6 +107,13 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if config.queue_size < config.batch_size:
     raise ValueError(f"config.queue_size ({config.queue_size}) must hold a "
                      f"batch (config.batch_size = {config.batch_size}).")
+  if (config.get("overlap_acting", False) and
+      config.queue_size < 2 * config.batch_size):
+    raise ValueError(
+        f"config.overlap_acting acts the next batch while the learner "
+        f"takes this one: config.queue_size ({config.queue_size}) must hold "
+        f"two batches ({2 * config.batch_size}); raise it or turn "
+        "overlap_acting off.")
   if config.queue_size % config.num_envs:
     raise ValueError(
         f"config.queue_size ({config.queue_size}) must be a multiple of "
@@ -272,6 +281,7 @@ class Trainer:
         config, self.workdir, self.learner, actor=self.actor,
         evaluator=evaluation.training_evaluation(config, self.protocol,
                                                  network))
+    self._exit.callback(self.loop.close)
 
   def _build_reverb(self, network: Any, acting_network: Any, optimizer: Any,
                     loss_args: Dict[str, Any], envs: Any) -> None:
@@ -347,6 +357,13 @@ class LearnerLoop:
     self.protocol = runs.protocol_from_config(config)
     self.action_names = environments.action_names(self.protocol)
     self.evaluator = evaluator
+    # config.overlap_acting: the embedded actor acts the next update's
+    # unrolls in this thread pool while the learner steps (`update`).
+    self._overlap = (actor is not None and
+                     bool(config.get("overlap_acting", False)))
+    self._acting = (futures.ThreadPoolExecutor(1, "actor") if self._overlap
+                    else None)
+    self._acted_ahead = False  # the queue holds the next update's unrolls
     self.workdir = workdir
     self.learner = learner
     self.actor = actor
@@ -368,11 +385,70 @@ class LearnerLoop:
   def checkpoint_dir(self) -> str:
     return os.path.join(self.workdir, CHECKPOINTS)
 
+  def close(self) -> None:
+    if self._acting is not None:
+      self._acting.shutdown(wait=True)
+
+  def _act(self, pull: bool) -> List[Episode]:
+    """The embedded actor's unrolls of one update (batch_size // num_envs);
+    the episodes they finished."""
+    finished: List[Episode] = []
+    for _ in range(self.config.batch_size // self.config.num_envs):
+      finished.extend(self.actor.unroll(pull=pull)[1])
+    return finished
+
+  def update(self) -> Tuple[Dict[str, Any], List[Episode]]:
+    """One update: the learner's step, and the embedded actor's unrolls
+    that feed it. Returns the step's metrics and the episodes the actor
+    finished.
+
+    Sequential (the default): the actor pulls the newest weights and acts
+    the unrolls, then the learner steps on them (A2C's synchronous loop).
+    With config.overlap_acting the actor acts the next update's unrolls
+    in a thread while the learner steps on this update's, on the weights
+    it pulled before that step: a policy lag of one update, as actors of
+    the distributed runtime have, for both cores of a small machine busy
+    at once. The actor's pull happens here, before the step starts, so
+    which weights it acts on never depends on thread timing. No unrolls
+    are acted ahead when the step ends at a checkpoint or at the budget,
+    so a checkpoint never leaves acted but unlearned unrolls behind (a
+    resume then continues exactly); a stop request between checkpoints
+    drops the unrolls acted ahead (their env steps stay counted).
+    """
+    if self.actor is None:
+      return self.learner.step(), []
+    if not self._overlap:
+      finished = self._act(pull=True)
+      return self.learner.step(), finished
+    finished = [] if self._acted_ahead else self._act(pull=True)
+    self._acted_ahead = False
+    step_after = int(self.learner.learner_step.numpy()) + 1
+    ahead = (self.env_steps_done < self.config.env_steps and
+             step_after % self.config.checkpoint_every != 0)
+    if not ahead:
+      return self.learner.step(), finished
+    self.actor.update()  # the weights of the update before this one
+    acting = self._acting.submit(self._act, False)
+    try:
+      metrics = self.learner.step()
+    finally:
+      ahead_finished = acting.result()  # re-raises the actor's error
+    self._acted_ahead = True
+    return metrics, finished + ahead_finished
+
+  @property
+  def budget_reached(self) -> bool:
+    """Whether the run has learned from its env-step budget."""
+    return self.env_steps_done >= self.config.env_steps
+
   @property
   def env_steps_done(self) -> int:
-    """Environment steps so far (the embedded actor's, or consumed)."""
+    """Environment steps so far (the embedded actor's, or consumed); with
+    overlap_acting, not those acted ahead for the next update."""
     if self.actor is not None:
-      return self.actor.env_steps
+      ahead = (self.config.batch_size * self.config.unroll_length
+               if self._acted_ahead else 0)
+      return self.actor.env_steps - ahead
     return int(self.env_steps.numpy())
 
   def frames(self, env_steps: int) -> int:
@@ -557,7 +633,6 @@ class LearnerLoop:
     config = self.config
     start_step = self.restore()
     self.learner.publish()  # Actors start from the learner's weights.
-    unrolls_per_update = config.batch_size // config.num_envs
     env_steps_per_update = config.batch_size * config.unroll_length
     progress = Progress(f"train {config.agent}", config.env_steps,
                         "env steps", initial=self.env_steps_done)
@@ -580,19 +655,17 @@ class LearnerLoop:
     # `should_stop()` is read once per update: the update that sees it is
     # the last, and is checkpointed (a second read could see a stop the
     # first missed and end the loop without the final checkpoint).
-    final = self.env_steps_done >= config.env_steps or should_stop()
+    final = self.budget_reached or should_stop()
     while not final:
       before = self.env_steps_done
-      if self.actor is not None:
-        for _ in range(unrolls_per_update):
-          _, finished = self.actor.unroll()
-          add_episodes(finished)
-      for key, value in self.learner.step().items():
+      metrics, finished = self.update()
+      add_episodes(finished)
+      for key, value in metrics.items():
         window[key].append(value)
       if self.actor is None:
         self.env_steps.assign_add(env_steps_per_update)
       step = int(self.learner.learner_step.numpy())
-      final = self.env_steps_done >= config.env_steps or should_stop()
+      final = self.budget_reached or should_stop()
       if step % config.log_every == 0 or final:
         if self._drain_episodes is not None:
           add_episodes(self._drain_episodes())
