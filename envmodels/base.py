@@ -234,16 +234,20 @@ class EnvModel(snt.Module, abc.ABC):
 
   def initial_state(self, observations: tf.Tensor) -> State:
     """uint8 [B, context_length, H, W, C] -> state."""
-    observations = tf.convert_to_tensor(observations)
-    expected = (self.spec.context_length,) + tuple(self.spec.observation_shape)
-    if (observations.shape.rank != 5 or
-        not observations.shape[1:].is_compatible_with(expected)):
-      raise _shape_error("initial_state observations",
-                         f"[B, {', '.join(map(str, expected))}]",
-                         observations.shape)
-    check_frames_dtype("initial_state observations", observations)
-    checks = _check_batch_size("initial_state observations", observations)
-    return self._initial_state(_after(checks, observations))
+    return self._initial_state(self._checked_frames(
+        "initial_state observations", observations,
+        (self.spec.context_length,) + tuple(self.spec.observation_shape)))
+
+  def _checked_frames(self, what: str, frames: Any,
+                      expected: Tuple[int, ...]) -> tf.Tensor:
+    """uint8 frames [B, *expected] with B > 0, or the contract's errors."""
+    frames = tf.convert_to_tensor(frames)
+    if (frames.shape.rank != 1 + len(expected) or
+        not frames.shape[1:].is_compatible_with(expected)):
+      raise _shape_error(what, f"[B, {', '.join(map(str, expected))}]",
+                         frames.shape)
+    check_frames_dtype(what, frames)
+    return _after(_check_batch_size(what, frames), frames)
 
   # -- Context encodings (optional; docs/envmodels.md, "Context encodings") -
 
@@ -260,17 +264,10 @@ class EnvModel(snt.Module, abc.ABC):
     """uint8 [B, H, W, C] -> float32 [B, ...]: one context frame's encoding,
     the same for a frame whatever its place in the context; for models
     with `encodes_context_frames`."""
-    frames = tf.convert_to_tensor(frames)
     self._check_encodes_context("encode_context_frames")
-    expected = tuple(self.spec.observation_shape)
-    if (frames.shape.rank != 4 or
-        not frames.shape[1:].is_compatible_with(expected)):
-      raise _shape_error("encode_context_frames frames",
-                         f"[B, {', '.join(map(str, expected))}]",
-                         frames.shape)
-    check_frames_dtype("encode_context_frames frames", frames)
-    checks = _check_batch_size("encode_context_frames frames", frames)
-    return self._encode_context_frames(_after(checks, frames))
+    return self._encode_context_frames(self._checked_frames(
+        "encode_context_frames frames", frames,
+        tuple(self.spec.observation_shape)))
 
   def initial_state_from_encodings(self, encodings: tf.Tensor) -> State:
     """float32 [B, context_length, ...] (encode_context_frames of the
