@@ -249,7 +249,7 @@ class EnvModel(snt.Module, abc.ABC):
     check_frames_dtype(what, frames)
     return _after(_check_batch_size(what, frames), frames)
 
-  # -- Context encodings (optional; docs/envmodels.md, "Context encodings") -
+  # -- Context encodings (optional; docs/envmodels.md, "The contract") ----
 
   @property
   def encodes_context_frames(self) -> bool:
