@@ -58,10 +58,18 @@ class ResConv(snt.Module):
     self._convs = [_conv(3, hidden, "conv0"), _conv(5, hidden, "conv1"),
                    _conv(3, state_channels, "conv2")]
 
-  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+  def __call__(self, x: tf.Tensor,
+               residual: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """x [B, h, w, d] -> [B, h, w, D]. residual: the tensor x's first D
+    channels hold (the state, passed by callers that have it: the same
+    values, and under bf16 mixed precision the add then fuses into the
+    last convolution even where x's other channels are float32, e.g. a
+    sampled latent)."""
     h = tf.nn.relu(self._convs[0](x))
     h = tf.nn.relu(self._convs[1](h))
-    return self._convs[2](h) + x[..., :self._state_channels]
+    if residual is None:
+      residual = x[..., :self._state_channels]
+    return self._convs[2](h) + residual
 
 
 class PoolAndInject(snt.Module):

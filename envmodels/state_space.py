@@ -250,7 +250,7 @@ class StateSpaceModel(base.EnvModel):
     res_conv -> s_t [B, h, w, S]."""
     inputs = tf.concat([state, networks.tile_vector(action, state), latent],
                        -1)
-    hidden = tf.nn.relu(self._transition_in(inputs))
+    hidden = tf.nn.relu(self._transition_in(inputs, residual=state))
     return self._transition_out(self._pool_and_inject(hidden))
 
   def _sample(self, dist: Gaussian) -> tf.Tensor:

@@ -424,3 +424,16 @@ def test_a_keyed_rollout_step_draws_the_priors_own_sample(kind):
   for a, b in zip(*results):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
   assert np.all(np.isfinite(results[1].latent.numpy()))
+
+
+def test_res_conv_given_the_state_as_residual_adds_the_same_values():
+  """The transition passes the state as ResConv's residual (so that the
+  add fuses under bf16): the same as slicing it out of the input."""
+  from envmodels import networks  # pylint: disable=import-outside-toplevel
+  block = networks.ResConv(state_channels=4, hidden=3)
+  rng = np.random.RandomState(0)
+  state = tf.constant(rng.randn(2, 3, 5, 4), tf.float32)
+  inputs = tf.concat([state, tf.constant(rng.randn(2, 3, 5, 6),
+                                         tf.float32)], -1)
+  np.testing.assert_array_equal(block(inputs, residual=state).numpy(),
+                                block(inputs).numpy())
