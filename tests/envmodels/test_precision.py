@@ -80,6 +80,26 @@ def test_bf16_rollouts_stay_within_tolerance_of_fp32(kind):
   assert np.abs(reduced[2] - frames).max() < 0.05  # pixel intensities
 
 
+@needs_bf16
+def test_relaxed_actions_of_a_reduced_precision_run_pass_the_value_check():
+  """Under the bf16 rewrite a float32 softmax is computed in bf16: its
+  rows sum to 1 within ~1e-2, which the check accepts there (and only
+  there); unnormalised rows are refused either way."""
+  spec = envmodels.EnvModelSpec(kind="dssm_det", observation_shape=(16, 16, 3),
+                                num_actions=5, jump=1, context_length=3)
+  model = envmodels.build(
+      spec, seed=0, **envmodels.model_class("dssm_det").tiny_hyperparameters())
+  state = model.initial_state(np.zeros((2, 3, 16, 16, 3), np.uint8))
+  rounded = np.full((2, 5), 0.2, np.float32)
+  rounded[:, 0] += 0.005  # rows off 1 by 0.005, as bf16 softmaxes were
+  with pytest.raises(ValueError, match="summing to 1 within 0.001"):
+    model.step(state, rounded)
+  with precision.scope("bf16"):
+    model.step(state, rounded)  # accepted
+    with pytest.raises(ValueError, match="summing to 1 within 0.02"):
+      model.step(state, np.ones((2, 5), np.float32))
+
+
 def test_runs_record_the_precision_they_computed_in(tmp_path):
   from configs.agents import a2c as a2c_config  # pylint: disable=import-outside-toplevel
   from i2a import runs  # pylint: disable=import-outside-toplevel
