@@ -604,7 +604,7 @@ def test_context_encodings_keep_each_frames_encoding_in_its_slot():
 @pytest.mark.parametrize("export,overrides", [
     ("det_jump2", dict(rollout_policy="distillation", model_free_frames=2)),
     ("sssm", dict(rollout_policy="random", learner_rollouts="recompute"))])
-def test_the_actor_encodes_each_frame_once_and_acts_as_without_the_cache(
+def test_the_actors_cached_encodings_act_as_encoding_every_context_afresh(
     exports, export, overrides):
   """The actor's cached context encodings (each frame encoded once, kept
   across steps, reset at episode starts) give the actions, logits and
