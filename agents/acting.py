@@ -475,10 +475,11 @@ class Actor:
             f"this one keeps {self._windows.history.shape}: a network with "
             "other window offsets.")
       self._windows.history = history
-      # Actors saved before the cache encode their frame history afresh.
-      self._context = self.network.context_cache(history)
-      if self._context is not None and state.get("context") is not None:
-        self._context.set_state(state["context"])
+      if self._context is not None:
+        if state.get("context") is not None:
+          self._context.set_state(state["context"])
+        else:  # an actor saved before the cache: encode its history
+          self._context = self.network.context_cache(history)
       self._returns = np.array(state["returns"])
       self._lengths = np.array(state["lengths"])
       self._side_cache = state.get("side_cache")

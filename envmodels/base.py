@@ -295,10 +295,16 @@ class EnvModel(snt.Module, abc.ABC):
           "model.encodes_context_frames first.")
 
   def _encode_context_frames(self, frames: tf.Tensor) -> tf.Tensor:
-    raise NotImplementedError
+    raise NotImplementedError(
+        f"{type(self).__name__} says encodes_context_frames but does not "
+        "implement _encode_context_frames (docs/architecture.md, \"A new "
+        "model kind\").")
 
   def _initial_state_from_encodings(self, encodings: tf.Tensor) -> State:
-    raise NotImplementedError
+    raise NotImplementedError(
+        f"{type(self).__name__} says encodes_context_frames but does not "
+        "implement _initial_state_from_encodings (docs/architecture.md, "
+        "\"A new model kind\").")
 
   def step(self, state: State, actions: tf.Tensor,
            noise: Optional[tf.Tensor] = None) -> Tuple[State, StepOutput]:
