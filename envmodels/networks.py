@@ -15,6 +15,8 @@ from typing import Optional, Sequence, Tuple
 import sonnet as snt
 import tensorflow as tf
 
+from envmodels import losses
+
 
 def _conv(kernel: int, channels: int, name: str) -> snt.Conv2D:
   return snt.Conv2D(channels, kernel, padding="SAME", name=name)
@@ -204,9 +206,7 @@ class RewardHead(snt.Module):
   def log_prob(self, logits: tf.Tensor, reward: tf.Tensor) -> tf.Tensor:
     """Sum over bits of the Bernoulli log-likelihood: [B] (nats)."""
     targets = self.encode(reward)
-    return -tf.reduce_sum(
-        tf.nn.sigmoid_cross_entropy_with_logits(labels=targets,
-                                                logits=logits), -1)
+    return tf.reduce_sum(losses.bernoulli_log_prob(logits, targets), -1)
 
 
 def frames_to_float(frames: tf.Tensor) -> tf.Tensor:

@@ -203,8 +203,11 @@ class RolloutEncoder(snt.Module):
                        f"{embedded.shape.as_list()}.")
     state = self.core.initial_state(tf.shape(embedded)[0])
     output = None
+    # One unstack rather than a slice per step: the slices' gradients are
+    # each a zero-filled [N, T, E] tensor, the unstack's one stack.
+    steps = tf.unstack(embedded, num_steps, axis=1)  # T x [N, E]
     for t in reversed(range(num_steps)):  # last imagined step first
-      output, state = self.core(embedded[:, t], state)
+      output, state = self.core(steps[t], state)
     return output  # [N, lstm_size]
 
 
