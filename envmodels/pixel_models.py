@@ -111,7 +111,8 @@ class Transition(snt.Module):
     self._res2 = networks.ResConv(state_channels, hidden_channels, name="res2")
 
   def __call__(self, x: tf.Tensor) -> tf.Tensor:
-    return self._res2(self._pool(tf.nn.relu(self._res1(x))))
+    hidden = tf.nn.relu(self._res1(x))
+    return self._res2(self._pool(hidden), residual=hidden)
 
 
 def _diag_normal_kl_units(mean1: tf.Tensor, std1: tf.Tensor,

@@ -251,7 +251,8 @@ class StateSpaceModel(base.EnvModel):
     inputs = tf.concat([state, networks.tile_vector(action, state), latent],
                        -1)
     hidden = tf.nn.relu(self._transition_in(inputs, residual=state))
-    return self._transition_out(self._pool_and_inject(hidden))
+    return self._transition_out(self._pool_and_inject(hidden),
+                                residual=hidden)
 
   def _sample(self, dist: Gaussian) -> tf.Tensor:
     return self.sample_gaussian(dist.mean, dist.std)
