@@ -355,7 +355,8 @@ class StateSpaceModel(base.EnvModel):
     if latent_model:
       targets = losses.preprocess_frames(observation[:, k:], self._bit_depth)
       merged, lead = networks.merge_leading(targets)  # [B * T, H, W, C]
-      embedded = networks.split_leading(self._encoder(merged), lead)
+      embedded = tf.unstack(  # T x [B, h, w, D]: one gradient, not T
+          networks.split_leading(self._encoder(merged), lead), num_steps, 1)
     starts, actions, priors, posteriors, decoder_inputs = [], [], [], [], []
     for t in range(num_steps):
       encoded = self.encode_actions(action[:, k - 1 + t])  # [B, cA]
@@ -363,7 +364,7 @@ class StateSpaceModel(base.EnvModel):
       actions.append(encoded)
       if latent_model:
         prior = self._prior_dist(state, encoded)
-        posterior = self._posterior_dist(state, encoded, embedded[:, t], prior)
+        posterior = self._posterior_dist(state, encoded, embedded[t], prior)
         latent = self._sample(posterior)  # reparameterised, one sample
         to_transition = latent if self.kind == "sssm" else prior.mean
         state = self._transition(state, encoded, to_transition)
