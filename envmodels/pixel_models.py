@@ -624,8 +624,9 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     frames = self._preprocess(batch["observation"][:, :length - 1])
     encodings = self._encode_sequence(frames)  # [B, L - 1, h, w, E]
     state = self._initial_net(_window(encodings[:, :k]))
-    steps = tf.unstack(encodings, length - 1, 1)  # one gradient, not one
-    states, mus = [], []                          # zero-filled per slice
+    # Unstacked once: a slice per step would cost a zero-filled gradient.
+    steps = tf.unstack(encodings, length - 1, 1)  # (L - 1) x [B, h, w, E]
+    states, mus = [], []
     for t in range(num_steps):
       state, mu = self._transition_step(state, steps[k - 1 + t],
                                         self._teacher_actions(batch, t))

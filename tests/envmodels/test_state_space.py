@@ -162,6 +162,30 @@ def test_dssm_det_loss_is_the_likelihood_of_the_deterministic_rollout():
   assert metrics["loss"] == pytest.approx(expected, rel=1e-5)
 
 
+def test_the_bernoulli_log_prob_is_the_negated_sigmoid_cross_entropy():
+  """Values and gradients as TensorFlow's, including logits far in the
+  tails (where a naive log(sigmoid) under- or overflows)."""
+  rng = np.random.RandomState(0)
+  logits = tf.constant(np.concatenate([
+      rng.randn(1000) * 4, [-200.0, -60.0, -1e-3, 0.0, 1e-3, 60.0, 200.0]]),
+                       tf.float32)
+  targets = tf.constant(rng.rand(1007), tf.float32)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(logits)
+    ours = losses.bernoulli_log_prob(logits, targets)
+    theirs = -tf.nn.sigmoid_cross_entropy_with_logits(labels=targets,
+                                                      logits=logits)
+  assert np.all(np.isfinite(ours.numpy()))
+  np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6,
+                             atol=1e-5)
+  np.testing.assert_allclose(tape.gradient(ours, logits).numpy(),
+                             tape.gradient(theirs, logits).numpy(),
+                             atol=1e-6)
+  # Equal sums over a frame's worth of elements, as the loss reads them.
+  assert float(tf.reduce_sum(ours)) == pytest.approx(
+      float(tf.reduce_sum(theirs)), rel=1e-6)
+
+
 @pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])
 def test_latent_loss_is_the_negative_elbo_per_frame(kind):
   metrics = loss_metrics(make_model(kind))
