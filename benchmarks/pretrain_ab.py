@@ -379,6 +379,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                                        "pretrain_ab.json"),
                       help="JSON result; the markdown table beside it (.md).")
   args = parser.parse_args(argv)
+  if not args.output.endswith(".json"):  # PATH -> PATH.json and PATH.md
+    args.output += ".json"
   kinds = [k for k in args.kinds.split(",") if k]
   unknown = [k for k in kinds if k not in KINDS]
   if unknown or not kinds:
