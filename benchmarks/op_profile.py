@@ -50,7 +50,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 # pylint: disable=wrong-import-position
-import numpy as np
 import tensorflow as tf
 
 from envmodels import precision
