@@ -3,7 +3,9 @@ run to completion across sessions, and a report of their results.
 
   python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:preset] \
       --workdir=SWEEP_DIR [--only=PATTERN[,PATTERN]] [--list] [--report] \
-      [--stop_after=2h50m] [--grid.env_steps=2000000]
+      [--stop_after=2h50m] [--archive=DIR] [--grid.env_steps=2000000]
+  python -m i2a.sweep --combine=A/report/report.json,B/report/report.json \
+      --workdir=OUT_DIR
 
 Every run gets its own workdir SWEEP_DIR/STAGE/NAME/seedN (the binary's
 workdir: config.json, checkpoints, metrics.csv, ...) and a record
@@ -19,6 +21,14 @@ Rerun the same command to continue.
              with the error), progress and ETA; runs nothing.
   --report   writes SWEEP_DIR/report/ from the workdirs alone (no --grid
              needed); every invocation that runs writes it at its end.
+  --combine  REPORT.json,REPORT.json,...: one table from the reports of
+             sweep directories of one grid (seeds run in different
+             places), written to --workdir/report.md and report.json
+             (i2a/run/sweep_combine.py); runs nothing.
+  --archive  a directory that keeps every finished run's results (no
+             checkpoints or datasets) and the report, e.g. in a
+             repository: a sweep directory lost with its machine is
+             rebuilt from it by the next invocation (i2a/run/sweep_archive.py).
   --only     runs matching a glob on the run id ('train/a2c/*') or a
              substring ('a2c'); the others are left as they are.
 
@@ -28,19 +38,23 @@ when stopped before the end. Grid format and the
 experiments: docs/experiments.md.
 """
 
+import os
 import sys
 
 from absl import app, flags
 
 from i2a import cli
 from i2a.run import sweep as sweeping
+from i2a.run import sweep_archive as archiving
+from i2a.run import sweep_combine as combining
 
 _GRID = cli.DEFINE_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/ "
     "(i2a_minipacman.py: presets minipacman, regular, tiny; table1_small.py: small, "
     "tiny); set its keys with --grid.KEY=VALUE.")
-_WORKDIR = flags.DEFINE_string("workdir", None,
-                               "The sweep directory (required).")
+_WORKDIR = flags.DEFINE_string(
+    "workdir", None, "The sweep directory (required; with --combine, the "
+    "directory the combined report is written to).")
 cli.require_unless_print_config(_WORKDIR)
 _ONLY = flags.DEFINE_list(
     "only", [], "Runs to consider: globs on the run id (train/a2c/*) or "
@@ -52,6 +66,13 @@ _REPORT = flags.DEFINE_bool("report", False, "Write the report from the "
 _STOP_AFTER = flags.DEFINE_string(
     "stop_after", "", "Stop (the current run checkpoints) after this long, "
     "e.g. 2h50m for a 3-hour session; empty: no limit.")
+_ARCHIVE = flags.DEFINE_string(
+    "archive", "", "Keep every finished run's results and the report in "
+    "this directory too, and restore the runs archived there whose "
+    "workdirs are missing; empty: none.")
+_COMBINE = flags.DEFINE_list(
+    "combine", [], "report.json files of sweeps of one grid: write one "
+    "table of their seeds to --workdir; run nothing.")
 _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")
@@ -62,7 +83,8 @@ def main(argv):
   del argv
   # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
-  cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER],
+  cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER, _ARCHIVE,
+                        _COMBINE],
             devices=False)
   try:
     return _main()
@@ -73,10 +95,19 @@ def main(argv):
 
 def _main() -> int:
   grid = _GRID.value
+  if _COMBINE.value:
+    paths = combining.write(_COMBINE.value, _WORKDIR.value)
+    for key, path in paths.items():
+      print(f"{key}: {path}")
+    return sweeping.EXIT_DONE
   if _REPORT.value and not _LIST.value:
     paths = sweeping.write_report(_WORKDIR.value)
     for key, path in paths.items():
       print(f"{key}: {path}")
+    if _ARCHIVE.value:
+      copied = archiving.copy_report(os.path.dirname(paths["markdown"]),
+                                     _ARCHIVE.value)
+      print(f"archived: {copied}")
     return sweeping.EXIT_DONE
   if grid is None:
     raise app.UsageError("--grid=configs/sweeps/NAME.py[:preset] is "
@@ -93,7 +124,8 @@ def _main() -> int:
                 if _STOP_AFTER.value else None)
   result = sweeping.run_sweep(grid, _WORKDIR.value, _ONLY.value, control,
                               stop_after_s=stop_after,
-                              progress_every_s=_PROGRESS_EVERY.value)
+                              progress_every_s=_PROGRESS_EVERY.value,
+                              archive=_ARCHIVE.value or None)
   if result["pending"] and result["stopped"]:
     return sweeping.EXIT_STOPPED
   if result["failed"] or result["pending"]:

@@ -78,6 +78,7 @@ import numpy as np
 
 from i2a import io_utils
 from i2a.progress import format_duration
+from i2a.run import sweep_archive as archiving
 
 STAGES = ("collect", "pretrain", "evaluate_models", "train", "evaluate")
 # Recomputed from scratch when their inputs change (the others resume).
@@ -954,6 +955,12 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
   (done, stopped or failed) after recording it."""
   from i2a.run import launch as launching  # pylint: disable=import-outside-toplevel
   plan = sweep.plan
+  if archiving.is_restored(job.workdir):
+    # Restored from an archive without its checkpoints: it starts over.
+    print(f"[sweep {plan.name}] {job.id} was restored from an archive "
+          "without its checkpoints and must run again: it starts over",
+          file=stream, flush=True)
+    archiving.clear(job.workdir)
   os.makedirs(job.workdir, exist_ok=True)
   record = read_record(job.workdir) or {}
   upstream = sweep.upstream(job)
@@ -1081,12 +1088,17 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
               stop_after_s: Optional[float] = None,
               progress_every_s: float = 300.0,
               stream: Optional[TextIO] = None,
-              python: str = sys.executable) -> Dict[str, Any]:
+              python: str = sys.executable,
+              archive: Optional[str] = None) -> Dict[str, Any]:
   """Runs the jobs of `grid` (those matching `only`) that are not done.
 
+  With `archive` (sweep_archive.py): the runs archived there whose
+  workdirs are missing are restored first, and every finished run is
+  copied there (at the start and after each run), the report too.
+
   Returns {ran: [ids], done, failed, pending: [ids of the selection],
-  stopped: bool, report: {markdown, json, ...}}. The report is written at
-  the end, also when stopped.
+  stopped: bool, report: {markdown, json, ...}, restored: [ids]}. The
+  report is written at the end, also when stopped.
   """
   stream = stream or sys.stdout
   control = control or Control()
@@ -1104,6 +1116,13 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
     record["invocations"].append(invocation)
     io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
     sweep = Sweep(plan)
+    restored: List[str] = []
+    if archive:
+      restored = archiving.restore(plan, archive)
+      if restored:
+        print(f"[sweep {plan.name}] {len(restored)} run(s) restored from "
+              f"the archive {archive}", file=stream, flush=True)
+      _sync_archive(plan, sweep, archive, stream)
     attempted: set = set()
     skipped = [j.id for j in jobs if sweep.is_done(j)]
     if skipped:
@@ -1123,6 +1142,8 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
         ran.append(job.id)
         state = _run_job(job, sweep, control, jobs, stream, progress_every_s,
                          deadline, python)
+        if archive:
+          _sync_archive(plan, sweep, archive, stream)
         if state == "stopped":
           control.stop.set()
     finally:
@@ -1130,6 +1151,8 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
                         stopped=control.stop.is_set())
       io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
   report = write_report(sweep_dir)
+  if archive:
+    archiving.copy_report(os.path.dirname(report["markdown"]), archive)
   done = [j.id for j in jobs if sweep.is_done(j)]
   failed = [j.id for j in jobs if j.id not in done and
             (read_record(j.workdir) or {}).get("state") == "failed"]
@@ -1145,7 +1168,16 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
   print(f"[sweep {plan.name}] report: {report['markdown']}", file=stream,
         flush=True)
   return dict(ran=ran, done=done, failed=failed, pending=pending,
-              stopped=control.stop.is_set(), report=report)
+              stopped=control.stop.is_set(), report=report,
+              restored=restored)
+
+
+def _sync_archive(plan: Plan, sweep: Sweep, archive: str,
+                  stream: TextIO) -> None:
+  changed, copied = archiving.sync(plan, sweep.is_done, archive)
+  if changed:
+    print(f"[sweep {plan.name}] archived {len(changed)} run(s) in {archive} "
+          f"({copied / 1e6:.1f} MB copied)", file=stream, flush=True)
 
 
 # -- The child process ---------------------------------------------------------
@@ -1331,7 +1363,7 @@ def _latest_checkpoint(train_dir: str) -> Optional[str]:
   return os.path.basename(match.group(1)) if match else None
 
 
-def _summary(values: Sequence[float]) -> Optional[Dict[str, Any]]:
+def summarise(values: Sequence[float]) -> Optional[Dict[str, Any]]:
   if not values:
     return None
   return dataclasses.asdict(t_interval(values))
@@ -1482,9 +1514,9 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         name=name, config_file=config_file,
         envmodel=_envmodel_name(runs[0][1]) if runs else "",
         runs=len(runs), done=sum(r.get("state") == "done" for _, r in runs),
-        evaluation_return=_summary(eval_returns),
-        final_training_return=_summary(final_returns),
-        env_steps=_summary(env_steps),
+        evaluation_return=summarise(eval_returns),
+        final_training_return=summarise(final_returns),
+        env_steps=summarise(env_steps),
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
 
@@ -1533,9 +1565,9 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         train_steps=config.get("train_steps"),
         batch_size=config.get("batch_size"), runs=len(runs),
         done=sum(r.get("state") == "done" for _, r in runs),
-        held_out_nats_per_frame=_summary(nats),
-        relative_rollout_time=_summary(relative),
-        improvement_over_vae=_summary(improvement),
+        held_out_nats_per_frame=summarise(nats),
+        relative_rollout_time=summarise(relative),
+        improvement_over_vae=summarise(improvement),
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
   invocations = []
@@ -1601,25 +1633,32 @@ def write_report(sweep_dir: str) -> Dict[str, str]:
     pictures["models"] = path
   results["pictures"] = {k: os.path.relpath(v, out)
                          for k, v in pictures.items()}
-  markdown = _markdown(results)
+  text = markdown(results)
   md_path = os.path.join(out, "report.md")
   json_path = os.path.join(out, "report.json")
   io_utils.atomic_write_json(json_path, results)
-  io_utils.atomic_write_text(md_path, markdown)
+  io_utils.atomic_write_text(md_path, text)
   return dict(markdown=md_path, json=json_path, **pictures)
 
 
-def _markdown(results: Dict[str, Any]) -> str:
+def markdown(results: Dict[str, Any]) -> str:
+  """report.md of `results` (collect_results', or sweep_combine's)."""
   states = results["states"]
   done = states.get("done", 0)
+  sources = results.get("sources")
+  where = (f"combined from the reports {', '.join(sources)} (seed by seed; "
+           "each report's learning curves stay with it)" if sources else
+           f"from the workdirs in {results['sweep_dir']}")
+  counted = (f"{done} pretraining and training runs done" if sources else
+             f"{done} of {results['runs_planned']} runs done")
   lines = [
       f"# Sweep {results['name']}", "",
-      f"{done} of {results['runs_planned']} runs done"
+      counted
       + "".join(f", {states[s]} {s}" for s in ("failed", "stopped", "running")
                 if states.get(s)) +
       f"; {results['invocations']} invocation(s), "
       f"{results['invocation_seconds'] / 3600:.2f} hours in all. Generated "
-      f"{results['generated']} from the workdirs in {results['sweep_dir']}.",
+      f"{results['generated']} {where}.",
       "",
       "Each value is the mean over seeds ± the half-width of the 95% "
       "Student t interval [low, high] (n = seeds with a result); with one "

@@ -1,0 +1,277 @@
+"""A sweep's archive: its finished runs' results, kept where they outlive
+the sweep directory (`python -m i2a.sweep --archive=DIR`).
+
+The sweep directory holds what a run needs to resume (checkpoints,
+datasets, TensorBoard events) and may live on scratch storage that goes
+with its machine. The archive (a folder of a repository, a mounted
+bucket) keeps, for every finished run, what the report and the runs after
+it need, and nothing bulky:
+
+  ARCHIVE/archive.json                   the grid's name and the sweep
+                                         directory the runs were made in
+  ARCHIVE/STAGE/NAME/seedN/...           a finished run's workdir, less
+                                         its checkpoints (the pointer
+                                         `checkpoints/checkpoint` stays),
+                                         `tb/`, `dataset/`, `images/` and
+                                         the sweep's transient files
+  ARCHIVE/report/                        the sweep's report
+
+Collections are not archived (their datasets are the bulky inputs; a
+sweep rebuilt from its archive collects them again). A pretraining run's
+archive holds its export, so the agents that imagine with it can still
+train; a training run whose policy a collection acts with keeps its newest
+checkpoint, so that collection can run again.
+
+`sync(plan, is_done, archive)` copies every finished run there (after
+each run and at each invocation's start; a file is written when it is new
+or changed, through a temporary file and a rename, the run's record last,
+so an archived record always comes with its files; paths under the sweep
+directory in the runs' JSON files are archived as ${SWEEP_DIR}).
+`restore(plan, archive)` does the reverse for every run of the plan whose
+workdir has no record at all: the workdir is rebuilt from the archive,
+${SWEEP_DIR} becomes the sweep directory it is restored into (wherever it
+is), and the run is done as before (`Sweep.is_done`'s checks apply
+unchanged). A restored run that must run
+again (its budget was raised) starts over: its checkpoints were not kept
+(`is_restored`, `clear`). Sweep directory and archive layout:
+docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import shutil
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from i2a import io_utils
+
+INDEX = "archive.json"
+RESTORED = "sweep_restored.json"  # in a restored workdir: where from, when
+ARCHIVED_STAGES = ("pretrain", "evaluate_models", "train", "evaluate")
+RECORD = "sweep_run.json"  # i2a.run.sweep.RECORD (no import cycle)
+# The sweep's per-attempt files and the lock: meaningless elsewhere.
+_TRANSIENT = ("sweep_job.json", "sweep_result.json", "sweep.lock",
+              RESTORED)
+# TensorBoard events, datasets and the runs' pictures (the report has its
+# own).
+_BULKY_DIRS = ("tb", "dataset", "images")
+_CHECKPOINT_POINTER = os.path.join("checkpoints", "checkpoint")
+# The JSON files that name paths in the sweep directory: archived with
+# SWEEP_DIR in their place. A run's outputs (pretrain_done.json, eval/,
+# export/, ...) are kept byte for byte: the sweep knows them by their hash.
+_JSON_WITH_PATHS = (RECORD, "config.json", "run_info.json", "identity.json")
+SWEEP_DIR = "${SWEEP_DIR}"
+
+
+def kept(relative: str, checkpoint: Optional[str] = None) -> bool:
+  """Whether a workdir's file (path relative to the workdir) is archived;
+  `checkpoint`: the prefix (ckpt-N) of a checkpoint whose files are kept
+  too."""
+  parts = relative.split(os.sep)
+  if parts[0] in _BULKY_DIRS or relative in _TRANSIENT or relative == RECORD:
+    return False  # the record is written separately, last
+  if parts[0] == "checkpoints":
+    return relative == _CHECKPOINT_POINTER or (
+        checkpoint is not None and len(parts) == 2 and
+        parts[1].startswith(checkpoint + "."))
+  return not parts[-1].endswith(".tmp")
+
+
+def _newest_checkpoint(workdir: str) -> Optional[str]:
+  """ckpt-N of the workdir's checkpoint pointer, if any."""
+  try:
+    with open(os.path.join(workdir, _CHECKPOINT_POINTER)) as f:
+      match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', f.read(),
+                        re.MULTILINE)
+  except OSError:
+    return None
+  return os.path.basename(match.group(1)) if match else None
+
+
+def policies(plan) -> set:
+  """The train runs whose newest checkpoint a collection acts with."""
+  return {d for job in plan.jobs if job.stage == "collect"
+          for d in job.deps if d.startswith("train/")}
+
+
+def _files(root: str) -> Iterator[str]:
+  """Relative paths of the regular files under `root`, sorted."""
+  found = []
+  for directory, subdirs, names in os.walk(root):
+    subdirs.sort()
+    for name in names:
+      path = os.path.join(directory, name)
+      if os.path.isfile(path) and not os.path.islink(path):
+        found.append(os.path.relpath(path, root))
+  return iter(sorted(found))
+
+
+def _content(path: str, relative: str, old: str, new: str) -> bytes:
+  """The file's bytes; in the JSON files that hold paths, every path under
+  the directory `old` moved to `new`."""
+  with open(path, "rb") as f:
+    data = f.read()
+  if old == new or relative not in _JSON_WITH_PATHS:
+    return data
+  try:
+    value = json.loads(data)
+  except ValueError:
+    return data
+  return (json.dumps(_rewrite(value, old, new), indent=2, sort_keys=True)
+          + "\n").encode()
+
+
+def _write(target: str, data: bytes) -> None:
+  """Writes through a temporary file and a rename (a crash leaves the old
+  file or the new one, never half of one)."""
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  temporary = f"{target}.{os.getpid()}.tmp"
+  with open(temporary, "wb") as f:
+    f.write(data)
+  os.replace(temporary, target)
+
+
+def _mirror(source_dir: str, target_dir: str, selected, old: str,
+            new: str) -> int:
+  """Makes target_dir's files equal source_dir's selected ones (paths in
+  its JSON files moved from `old` to `new`; the record left alone);
+  returns the bytes written."""
+  wanted = {r for r in _files(source_dir) if selected(r)}
+  written = 0
+  for relative in sorted(wanted):
+    data = _content(os.path.join(source_dir, relative), relative, old, new)
+    target = os.path.join(target_dir, relative)
+    try:
+      with open(target, "rb") as f:
+        same = f.read() == data
+    except OSError:
+      same = False
+    if not same:
+      _write(target, data)
+      written += len(data)
+  if os.path.isdir(target_dir):
+    for relative in list(_files(target_dir)):
+      if relative not in wanted and relative != RECORD:
+        os.remove(os.path.join(target_dir, relative))
+  return written
+
+
+def _archive_dir(archive: str, job) -> str:
+  return os.path.join(archive, job.stage, job.name, f"seed{job.seed}")
+
+
+def _check_index(archive: str, name: str, sweep_dir: str) -> Dict[str, Any]:
+  """The archive's index, created on first use; an archive of another grid
+  is refused."""
+  path = os.path.join(archive, INDEX)
+  if os.path.exists(path):
+    index = io_utils.read_json(path)
+    if index.get("name") != name:
+      raise ValueError(
+          f"--archive={archive} holds the runs of grid {index.get('name')!r}"
+          f", not of {name!r}: give each grid its own archive directory.")
+    return index
+  index = dict(name=name, sweep_dir=sweep_dir,
+               created=datetime.datetime.now().isoformat(timespec="seconds"))
+  io_utils.atomic_write_json(path, index)
+  return index
+
+
+def sync(plan, is_done, archive: str) -> Tuple[List[str], int]:
+  """Copies every finished run of `plan` (`is_done(job)`) that is archived
+  by stage into `archive`; returns (the runs whose files changed there,
+  bytes copied)."""
+  io_utils.ensure_writable_dir(archive, "archive directory")
+  _check_index(archive, plan.name, plan.sweep_dir)
+  sweep_dir = os.path.normpath(os.path.abspath(plan.sweep_dir))
+  changed, total = [], 0
+  policy_runs = policies(plan)
+  for job in plan.jobs:
+    if job.stage not in ARCHIVED_STAGES or not is_done(job):
+      continue
+    target = _archive_dir(archive, job)
+    checkpoint = (_newest_checkpoint(job.workdir) if job.id in policy_runs
+                  else None)
+    written = _mirror(job.workdir, target,
+                      lambda r, c=checkpoint: kept(r, c), sweep_dir,
+                      SWEEP_DIR)
+    record = _content(os.path.join(job.workdir, RECORD), RECORD, sweep_dir,
+                      SWEEP_DIR)
+    try:
+      with open(os.path.join(target, RECORD), "rb") as f:
+        same = f.read() == record
+    except OSError:
+      same = False
+    if written or not same:
+      _write(os.path.join(target, RECORD), record)
+      changed.append(job.id)
+      total += written + len(record)
+  return changed, total
+
+
+def _rewrite(value: Any, old: str, new: str) -> Any:
+  """`value` with every string under the directory `old` moved to `new`."""
+  if isinstance(value, str):
+    if value == old or value.startswith(old + os.sep):
+      return new + value[len(old):]
+    return value
+  if isinstance(value, dict):
+    return {k: _rewrite(v, old, new) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_rewrite(v, old, new) for v in value]
+  return value
+
+
+def restore(plan, archive: str) -> List[str]:
+  """Rebuilds, from `archive`, the workdir of every run of `plan` that has
+  no record (a sweep directory lost, or never made here); returns their
+  ids. The archived JSON files name the sweep directory SWEEP_DIR: it
+  becomes the plan's."""
+  if not os.path.exists(os.path.join(archive, INDEX)):
+    return []
+  _check_index(archive, plan.name, plan.sweep_dir)
+  sweep_dir = os.path.normpath(os.path.abspath(plan.sweep_dir))
+  restored = []
+  for job in plan.jobs:
+    source = _archive_dir(archive, job)
+    record_path = os.path.join(source, RECORD)
+    if job.stage not in ARCHIVED_STAGES or not os.path.exists(record_path):
+      continue
+    if os.path.exists(os.path.join(job.workdir, RECORD)):
+      continue  # the sweep directory's own state wins
+    os.makedirs(job.workdir, exist_ok=True)
+    _mirror(source, job.workdir, lambda r: r != RECORD, SWEEP_DIR, sweep_dir)
+    io_utils.atomic_write_json(os.path.join(job.workdir, RESTORED), dict(
+        archive=os.path.abspath(archive),
+        restored=datetime.datetime.now().isoformat(timespec="seconds")))
+    _write(os.path.join(job.workdir, RECORD),
+           _content(record_path, RECORD, SWEEP_DIR, sweep_dir))
+    restored.append(job.id)
+  return restored
+
+
+def is_restored(workdir: str) -> bool:
+  return os.path.exists(os.path.join(workdir, RESTORED))
+
+
+def clear(workdir: str) -> None:
+  """Empties a restored workdir that must run again: without its
+  checkpoints it starts over."""
+  for entry in os.listdir(workdir):
+    path = os.path.join(workdir, entry)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    else:
+      os.remove(path)
+
+
+def copy_report(report_dir: str, archive: str) -> Optional[str]:
+  """Mirrors the sweep's report into ARCHIVE/report; returns that folder."""
+  if not os.path.isdir(report_dir):
+    return None
+  target = os.path.join(archive, "report")
+  _mirror(report_dir, target, lambda r: True, "", "")
+  return target

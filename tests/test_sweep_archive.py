@@ -1,0 +1,197 @@
+"""python -m i2a.sweep --archive: finished runs kept outside the sweep
+directory, and a lost sweep directory rebuilt from them elsewhere (tiny
+presets, MiniPacman)."""
+
+import io
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from i2a import io_utils
+from i2a.metrics import read_column
+from i2a.run import sweep as sweeping
+from i2a.run import sweep_archive as archiving
+
+GRID = """
+import ml_collections
+
+
+def get_config(preset=""):
+  grid = ml_collections.ConfigDict()
+  grid.name = "test_archive"
+  grid.seeds = (0,)
+  grid.a2c_steps = 48
+  grid.collect = (dict(name="random", config="configs/collect.py:tiny"),)
+  grid.pretrain = (dict(
+      name="dssm_det", config="configs/envmodels/dssm_det.py:tiny",
+      data="collect/random",
+      overrides=dict(train_steps=4, eval_every=2, image_every=100)),)
+  grid.train = (dict(name="a2c", config="configs/agents/a2c.py:tiny",
+                     overrides=dict(env_steps=grid.get_ref("a2c_steps"))),)
+  grid.evaluate = dict(episodes=2)
+  return grid
+"""
+
+
+def _run(grid, sweep_dir, archive):
+  stream = io.StringIO()
+  result = sweeping.run_sweep(grid, sweep_dir, stream=stream,
+                              progress_every_s=60.0, archive=archive)
+  return result, stream.getvalue()
+
+
+def _files(root):
+  return sorted(os.path.relpath(os.path.join(d, n), root)
+                for d, _, names in os.walk(root) for n in names)
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory):
+  """The grid run in one sweep directory with an archive; that directory
+  deleted; the grid run again in another one with the same archive."""
+  tmp = tmp_path_factory.mktemp("archive")
+  grid_file = tmp / "grid.py"
+  grid_file.write_text(GRID)
+  archive = str(tmp / "archive")
+  first_dir, second_dir = str(tmp / "first"), str(tmp / "elsewhere" / "sw")
+  first, first_output = _run(sweeping.load_grid(str(grid_file)), first_dir,
+                             archive)
+  first_report = io_utils.read_json(first["report"]["json"])
+  archive_files = _files(archive)
+  archived_texts = {
+      f: open(os.path.join(archive, f), encoding="utf-8",
+              errors="replace").read()
+      for f in archive_files if f.endswith(".json")}
+  shutil.rmtree(first_dir)  # the machine is gone
+  second, second_output = _run(sweeping.load_grid(str(grid_file)),
+                               second_dir, archive)
+  return dict(grid_file=str(grid_file), archive=archive, first=first,
+              first_output=first_output, first_report=first_report,
+              archive_files=archive_files, archived_texts=archived_texts,
+              first_dir=first_dir, second_dir=second_dir, second=second,
+              second_output=second_output)
+
+
+def test_the_archive_keeps_results_and_exports_not_checkpoints(archived):
+  files, first_dir = archived["archive_files"], archived["first_dir"]
+  assert "archive.json" in files
+  pretrain = [f for f in files if f.startswith("pretrain/dssm_det/seed0/")]
+  train = [f for f in files if f.startswith("train/a2c/seed0/")]
+  for needed in ("sweep_run.json", "pretrain_done.json", "metrics.csv",
+                 "config.json"):
+    assert f"pretrain/dssm_det/seed0/{needed}" in pretrain
+  assert any(f.startswith("pretrain/dssm_det/seed0/export/") for f in files)
+  for needed in ("sweep_run.json", "metrics.csv", "checkpoints/checkpoint",
+                 "eval/scores.json"):
+    assert f"train/a2c/seed0/{needed}" in train
+  # No checkpoint data, TensorBoard events, datasets or transient files.
+  assert not [f for f in files if "/checkpoints/" in f and
+              not f.endswith("/checkpoints/checkpoint")]
+  assert not [f for f in files if "/tb/" in f or f.startswith("collect/")]
+  assert not [f for f in files if f.endswith(("sweep_job.json",
+                                              "sweep_result.json", ".tmp"))]
+  assert "evaluate/a2c/seed0/sweep_run.json" in files
+  assert "report/report.md" in files and "report/report.json" in files
+  # Paths in the sweep directory are archived as ${SWEEP_DIR} in the runs'
+  # records and configs (their outputs are kept byte for byte).
+  record = json.loads(archived["archived_texts"][
+      "pretrain/dssm_det/seed0/sweep_run.json"])
+  assert record["config"]["data"] == os.path.join(
+      "${SWEEP_DIR}", "collect", "random", "seed0", "dataset")
+  for name, text in archived["archived_texts"].items():
+    if os.path.basename(name) in ("sweep_run.json", "config.json",
+                                  "run_info.json", "identity.json"):
+      assert first_dir not in text, name
+  # Archived after each run: the pretraining, the training, then the
+  # evaluation with its training run (its scores are in that workdir).
+  assert re.findall(r"archived (\d+) run\(s\) in", archived[
+      "first_output"]) == ["1", "1", "2"]
+
+
+def test_a_lost_sweep_directory_is_rebuilt_elsewhere_from_the_archive(
+    archived):
+  second, second_dir = archived["second"], archived["second_dir"]
+  assert sorted(second["restored"]) == ["evaluate/a2c/seed0",
+                                        "pretrain/dssm_det/seed0",
+                                        "train/a2c/seed0"]
+  assert "3 run(s) restored from the archive" in archived["second_output"]
+  # Only the collection (not archived) ran again; the rest is done.
+  assert second["ran"] == ["collect/random/seed0"]
+  assert not second["pending"] and not second["failed"]
+  record = io_utils.read_json(os.path.join(second_dir, "pretrain",
+                                           "dssm_det", "seed0",
+                                           sweeping.RECORD))
+  assert record["config"]["data"] == os.path.join(
+      second_dir, "collect", "random", "seed0", "dataset")
+  assert record["attempts"] == 1
+  # The report from the rebuilt directory equals the first one.
+  report = io_utils.read_json(second["report"]["json"])
+  first = {a["name"]: a for a in archived["first_report"]["agents"]}
+  again = {a["name"]: a for a in report["agents"]}
+  assert again["a2c"]["evaluation_return"] == first["a2c"][
+      "evaluation_return"]
+  assert again["a2c"]["final_training_return"] == first["a2c"][
+      "final_training_return"]
+  assert again["a2c"]["evaluation_return"]["n"] == 1
+  models = {m["name"]: m for m in report["models"]}
+  assert models["dssm_det"]["held_out_nats_per_frame"] == {
+      m["name"]: m for m in archived["first_report"]["models"]}[
+          "dssm_det"]["held_out_nats_per_frame"]
+
+
+def test_a_restored_run_that_must_run_again_starts_over(archived):
+  grid = sweeping.load_grid(archived["grid_file"])
+  grid.a2c_steps = 72  # raised: the restored run has no checkpoint to resume
+  result, output = _run(grid, archived["second_dir"], archived["archive"])
+  assert result["ran"] == ["train/a2c/seed0", "evaluate/a2c/seed0"]
+  assert "train/a2c/seed0 was restored from an archive without its " \
+      "checkpoints and must run again: it starts over" in output
+  workdir = os.path.join(archived["second_dir"], "train", "a2c", "seed0")
+  assert not archiving.is_restored(workdir)
+  steps = read_column(os.path.join(workdir, "metrics.csv"), "env_steps")
+  assert steps[0] < 48 and steps[-1] == 72  # from the start, to the end
+  assert io_utils.read_json(os.path.join(workdir, sweeping.RECORD))[
+      "attempts"] == 1
+  # The archive follows.
+  archived_record = io_utils.read_json(os.path.join(
+      archived["archive"], "train", "a2c", "seed0", sweeping.RECORD))
+  assert archived_record["config"]["env_steps"] == 72
+
+
+def test_an_archive_of_another_grid_is_refused(archived, tmp_path):
+  grid = sweeping.load_grid(archived["grid_file"])
+  grid.name = "another"
+  with pytest.raises(ValueError, match="holds the runs of grid "
+                     "'test_archive', not of 'another': give each grid its "
+                     "own archive directory"):
+    _run(grid, str(tmp_path / "sweep"), archived["archive"])
+
+
+def test_what_is_kept():
+  assert archiving.kept("metrics.csv")
+  assert archiving.kept(os.path.join("export", "variables", "v.index"))
+  assert archiving.kept(os.path.join("checkpoints", "checkpoint"))
+  assert not archiving.kept(os.path.join("checkpoints", "ckpt-4.index"))
+  assert not archiving.kept(os.path.join("tb", "events.out.tfevents.1"))
+  assert not archiving.kept(os.path.join("dataset", "train", "shard.npz"))
+  assert not archiving.kept("sweep_job.json")
+  assert not archiving.kept(sweeping.RECORD)  # written last, separately
+  assert not archiving.kept(os.path.join("images", "closed_loop_5.png"))
+  # A policy's newest checkpoint, and no other.
+  assert archiving.kept(os.path.join("checkpoints", "ckpt-4.index"), "ckpt-4")
+  assert archiving.kept(os.path.join("checkpoints",
+                                     "ckpt-4.data-00000-of-00001"), "ckpt-4")
+  assert not archiving.kept(os.path.join("checkpoints", "ckpt-40.index"),
+                            "ckpt-4")
+  assert not archiving.kept(os.path.join("checkpoints", "ckpt-3.index"),
+                            "ckpt-4")
+
+
+def test_a_collections_policy_keeps_its_checkpoint(tmp_path):
+  plan = sweeping.make_plan(
+      sweeping.load_grid("configs/sweeps/table1_small.py:tiny"),
+      str(tmp_path / "sweep"))
+  assert archiving.policies(plan) == {"train/behaviour/seed0"}

@@ -1,0 +1,125 @@
+"""python -m i2a.sweep --combine: one table from the reports of sweep
+directories of one grid, seed by seed."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from i2a import io_utils
+from i2a.run import sweep as sweeping
+from i2a.run import sweep_combine as combining
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _agent(name, seeds, hours=0.5):
+  entries = []
+  for seed, value in seeds.items():
+    if value is None:
+      entries.append(dict(seed=seed, state="stopped"))
+    else:
+      entries.append(dict(seed=seed, state="done", evaluation_return=value,
+                          evaluation_episodes=100,
+                          final_training_return=value - 1.0,
+                          env_steps=1000.0))
+  return dict(name=name, config_file="configs/agents/i2a.py:minipacman",
+              envmodel="pretrain/dssm_det", runs=len(entries),
+              done=sum(v is not None for v in seeds.values()),
+              hours_per_run=hours, seeds=entries)
+
+
+def _model(name, seeds):
+  return dict(name=name, config_file="configs/envmodels/sssm.py:minipacman",
+              kind="sssm", jump=1, action_free=False, train_steps=5000,
+              batch_size=16, runs=len(seeds), done=len(seeds),
+              hours_per_run=0.1,
+              seeds=[dict(seed=s, state="done", step=5000,
+                          held_out_nats_per_frame=v)
+                     for s, v in seeds.items()])
+
+
+def _report(tmp_path, name, agents, models, grid="g"):
+  path = tmp_path / name / "report.json"
+  os.makedirs(path.parent)
+  path.write_text(json.dumps(dict(
+      name=grid, runs_planned=10, invocations=2, invocation_seconds=3600.0,
+      compute_seconds=dict(train=3000.0), failures=[], agents=agents,
+      models=models)))
+  return str(path)
+
+
+def test_seeds_from_two_reports_make_one_interval(tmp_path):
+  first = _report(tmp_path, "first",
+                  [_agent("a2c", {0: 90.0, 1: 80.0}),
+                   _agent("ltq", {0: 93.0, 1: None}, hours=0.4)],
+                  [_model("sssm", {0: -13.0})])
+  second = _report(tmp_path, "second",
+                   [_agent("ltq", {1: 70.0, 2: 85.0}, hours=0.6)],
+                   [_model("sssm", {1: -14.0, 2: -15.0})])
+  results = combining.combine([first, second])
+  agents = {a["name"]: a for a in results["agents"]}
+  assert [a["name"] for a in results["agents"]] == ["a2c", "ltq"]
+  ltq = agents["ltq"]
+  expected = sweeping.t_interval([93.0, 70.0, 85.0])
+  assert ltq["evaluation_return"]["n"] == 3
+  assert ltq["evaluation_return"]["mean"] == pytest.approx(expected.mean)
+  assert ltq["evaluation_return"]["half_width"] == pytest.approx(
+      expected.half_width)
+  assert ltq["final_training_return"]["mean"] == pytest.approx(
+      expected.mean - 1.0)
+  # The stopped seed 1 of the first report gave way to the second's result.
+  assert [(e["seed"], e["report"]) for e in ltq["seeds"]] == [
+      (0, first), (1, second), (2, second)]
+  assert (ltq["runs"], ltq["done"]) == (3, 3)
+  # Hours per run: weighted by the runs done in each report (1 and 2).
+  assert ltq["hours_per_run"] == pytest.approx((0.4 * 1 + 0.6 * 2) / 3)
+  assert agents["a2c"]["evaluation_return"]["n"] == 2
+  sssm = results["models"][0]
+  assert sssm["held_out_nats_per_frame"]["mean"] == pytest.approx(-14.0)
+  assert sssm["held_out_nats_per_frame"]["n"] == 3
+  assert results["sources"] == [first, second]
+  assert results["compute_seconds"] == dict(train=6000.0)
+  assert results["invocations"] == 4
+  text = sweeping.markdown(results)
+  assert f"combined from the reports {first}, {second}" in text
+  assert "| ltq | pretrain/dssm_det | 3/3 |" in text
+  assert "(n=3)" in text
+
+
+def test_one_seed_in_two_reports_is_refused(tmp_path):
+  first = _report(tmp_path, "first", [_agent("a2c", {0: 90.0})], [])
+  second = _report(tmp_path, "second", [_agent("a2c", {0: 70.0})], [])
+  with pytest.raises(ValueError, match="agent 'a2c' seed 0 has a result in "
+                     ".*first/report.json and in .*second/report.json: two "
+                     "runs of one seed"):
+    combining.combine([first, second])
+
+
+def test_reports_of_different_grids_or_missing_files_are_refused(tmp_path):
+  first = _report(tmp_path, "first", [_agent("a2c", {0: 90.0})], [])
+  other = _report(tmp_path, "other", [_agent("a2c", {1: 70.0})], [],
+                  grid="h")
+  with pytest.raises(ValueError, match=r"the reports are of different grids "
+                     r"\(g, h\)"):
+    combining.combine([first, other])
+  with pytest.raises(ValueError, match="needs two or more report.json"):
+    combining.combine([first])
+  with pytest.raises(ValueError, match="nowhere.json does not exist"):
+    combining.combine([first, str(tmp_path / "nowhere.json")])
+
+
+def test_the_command_writes_the_combined_report(tmp_path):
+  first = _report(tmp_path, "first", [_agent("a2c", {0: 90.0})], [])
+  second = _report(tmp_path, "second", [_agent("a2c", {1: 70.0})], [])
+  out = tmp_path / "combined"
+  done = subprocess.run(
+      [sys.executable, "-m", "i2a.sweep", f"--combine={first},{second}",
+       f"--workdir={out}"], cwd=REPO, capture_output=True, text=True,
+      timeout=120, check=False)
+  assert done.returncode == 0, done.stderr
+  report = io_utils.read_json(str(out / "report.json"))
+  assert report["agents"][0]["evaluation_return"]["n"] == 2
+  assert (out / "report.md").read_text().startswith("# Sweep g")
