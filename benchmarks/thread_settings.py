@@ -148,12 +148,30 @@ def main() -> None:
       f"{records[settings[0]]['physical_cores']} physical cores).")
   table = "\n".join(lines)
   print(table)
-  io_utils.atomic_write_json(args.output, dict(
+  flags = precision.cpu_flags()
+  output = args.output if args.output.endswith(".json") else \
+      args.output + ".json"
+  io_utils.atomic_write_json(output, dict(
       median=median, samples=samples, threads=records,
       load_average=os.getloadavg(), machine=platform.processor() or
-      platform.machine(), command=" ".join(sys.argv)))
-  io_utils.atomic_write_text(os.path.splitext(args.output)[0] + ".md",
+      platform.machine(), cpu=cpu_model(),
+      cpu_flags=sorted(f for f in flags if f.startswith(("avx", "amx"))
+                       or f == "fma"),
+      command=" ".join(sys.argv)))
+  io_utils.atomic_write_text(os.path.splitext(output)[0] + ".md",
                              table + "\n")
+
+
+def cpu_model() -> str:
+  """/proc/cpuinfo's model name ('' where it does not say)."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return ""
 
 
 if __name__ == "__main__":

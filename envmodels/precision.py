@@ -33,16 +33,18 @@ Thread pools (config `threads`, `set_threads`), set in the same start-up
 call: TensorFlow's intra-op pool (the threads one op, e.g. a convolution,
 splits its work over) and inter-op pool (independent ops run at once).
   'auto'     on up to SMALL_MACHINE_CORES physical cores (those this
-             process may run on): intra = 1, inter = the physical cores:
-             each op on one thread, independent ops side by side. The
-             framework's ops are small (MiniPacman, and even the paper
-             size's convolutions at 16 windows): split over 2 threads
-             they wait on each other longer than they gain: on 2 cores
-             (1, 2) trained the MiniPacman I2A 1.5x as fast as (2, 2)
-             and was level (within noise) or faster in every other
-             measurement (docs/performance.md, "Thread pools"). On larger machines: intra
-             = the physical cores, inter = 2 (TensorFlow's shape of pools,
-             one thread per core; not measured here).
+             process may run on) of a CPU with AVX-512: intra = 1, inter =
+             the physical cores: each op on one thread, independent ops
+             side by side. The framework's ops are small (MiniPacman, and
+             even the paper size's convolutions at 16 windows): there,
+             split over 2 threads, they wait on each other longer than
+             they gain: on 2 such cores (1, 2) trained the MiniPacman I2A
+             1.5x as fast as (2, 2) and was level (within noise) or
+             faster in every other measurement. On 2 cores with AVX2 only
+             (slower kernels, fp32) (2, 2) was level or up to 1.9x faster
+             (docs/performance.md, "Thread pools"). Elsewhere: intra = the
+             physical cores, inter = 2 (TensorFlow's shape of pools, one
+             thread per core).
   'default'  TensorFlow's own choice (both pools sized to the logical
              CPUs), as before this setting existed.
   'I,J'      intra = I, inter = J threads (positive integers).
@@ -158,9 +160,12 @@ def scope(precision: str) -> Iterator[str]:
 
 
 THREADS_AUTO, THREADS_DEFAULT = "auto", "default"
-# 'auto' runs every op on one thread up to this many physical cores: the
-# rule measured on 2 (docs/performance.md, "Thread pools"); 4 extrapolates.
+# 'auto' runs every op on one thread up to this many physical cores, on
+# CPUs with AVX-512: the rule measured on 2 cores of such a CPU; on 2 cores
+# of one with AVX2 only, two threads per op won (docs/performance.md,
+# "Thread pools"); 4 extrapolates.
 SMALL_MACHINE_CORES = 4
+ONE_THREAD_PER_OP_FLAG = "avx512f"
 
 
 @functools.lru_cache(maxsize=None)
@@ -191,7 +196,9 @@ def resolve_threads(threads: str) -> Tuple[int, int]:
   means TensorFlow's own choice. ValueError for anything else."""
   if threads == THREADS_AUTO:
     cores = physical_cores()
-    return (1, cores) if cores <= SMALL_MACHINE_CORES else (cores, 2)
+    if cores <= SMALL_MACHINE_CORES and ONE_THREAD_PER_OP_FLAG in cpu_flags():
+      return 1, cores
+    return cores, 2
   if threads == THREADS_DEFAULT:
     return 0, 0
   parts = str(threads).split(",")

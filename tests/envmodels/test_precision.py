@@ -116,16 +116,22 @@ def test_runs_record_the_precision_they_computed_in(tmp_path):
           "logical_cpus"} <= set(record)
 
 
-def test_auto_threads_one_per_op_on_small_machines(monkeypatch):
+def test_auto_threads_one_per_op_on_small_avx512_machines(monkeypatch):
   cores = precision.physical_cores()
   assert 1 <= cores <= (os.cpu_count() or 1)
-  expected = ((1, cores) if cores <= precision.SMALL_MACHINE_CORES
-              else (cores, 2))
-  assert precision.resolve_threads("auto") == expected
-  for machine, pools in ((1, (1, 1)), (2, (1, 2)), (4, (1, 4)),
-                         (8, (8, 2)), (32, (32, 2))):
+  one = (cores <= precision.SMALL_MACHINE_CORES and
+         "avx512f" in precision.cpu_flags())
+  assert precision.resolve_threads("auto") == ((1, cores) if one
+                                               else (cores, 2))
+  avx512 = frozenset({"avx2", "avx512f", "avx512_bf16"})
+  avx2 = frozenset({"avx2", "fma"})
+  for machine, flags, pools in (
+      (1, avx512, (1, 1)), (2, avx512, (1, 2)), (4, avx512, (1, 4)),
+      (8, avx512, (8, 2)), (32, avx512, (32, 2)),
+      (1, avx2, (1, 2)), (2, avx2, (2, 2)), (8, avx2, (8, 2))):
     monkeypatch.setattr(precision, "physical_cores", lambda m=machine: m)
-    assert precision.resolve_threads("auto") == pools, machine
+    monkeypatch.setattr(precision, "cpu_flags", lambda f=flags: f)
+    assert precision.resolve_threads("auto") == pools, (machine, flags)
   monkeypatch.undo()
   assert precision.resolve_threads("default") == (0, 0)
   assert precision.resolve_threads("3,2") == (3, 2)
