@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import threading
+import time
 
 import pytest
 
@@ -147,10 +149,10 @@ def test_a_restored_run_that_must_run_again_starts_over(archived):
   grid.a2c_steps = 72  # raised: the restored run has no checkpoint to resume
   result, output = _run(grid, archived["second_dir"], archived["archive"])
   assert result["ran"] == ["train/a2c/seed0", "evaluate/a2c/seed0"]
-  assert "train/a2c/seed0 was restored from an archive without its " \
-      "checkpoints and must run again: it starts over" in output
+  assert "train/a2c/seed0 was restored from an archive and must run again " \
+      "without its checkpoints: it starts over" in output
   workdir = os.path.join(archived["second_dir"], "train", "a2c", "seed0")
-  assert not archiving.is_restored(workdir)
+  assert archiving.restored(workdir) is None
   steps = read_column(os.path.join(workdir, "metrics.csv"), "env_steps")
   assert steps[0] < 48 and steps[-1] == 72  # from the start, to the end
   assert io_utils.read_json(os.path.join(workdir, sweeping.RECORD))[
@@ -184,7 +186,10 @@ def test_what_is_kept():
   assert archiving.kept(os.path.join("checkpoints", "ckpt-4.index"), "ckpt-4")
   assert archiving.kept(os.path.join("checkpoints",
                                      "ckpt-4.data-00000-of-00001"), "ckpt-4")
+  assert archiving.kept(os.path.join("checkpoints", "actor-4.pkl"), "ckpt-4")
   assert not archiving.kept(os.path.join("checkpoints", "ckpt-40.index"),
+                            "ckpt-4")
+  assert not archiving.kept(os.path.join("checkpoints", "actor-40.pkl"),
                             "ckpt-4")
   assert not archiving.kept(os.path.join("checkpoints", "ckpt-3.index"),
                             "ckpt-4")
@@ -195,3 +200,84 @@ def test_a_collections_policy_keeps_its_checkpoint(tmp_path):
       sweeping.load_grid("configs/sweeps/table1_small.py:tiny"),
       str(tmp_path / "sweep"))
   assert archiving.policies(plan) == {"train/behaviour/seed0"}
+
+
+LONG_GRID = """
+import ml_collections
+
+
+def get_config(preset=""):
+  grid = ml_collections.ConfigDict()
+  grid.name = "test_archive_stop"
+  grid.train = (dict(name="a2c", config="configs/agents/a2c.py:tiny",
+                     overrides=dict(env_steps=10 ** 9,
+                                    checkpoint_every=5)),)
+  grid.evaluate = dict(episodes=0)
+  return grid
+"""
+
+
+def _stop_when(control, metrics, beyond, timeout=120.0):
+  """Sets control.stop once metrics.csv logs env steps beyond `beyond`."""
+
+  def watch():
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not control.stop.is_set():
+      try:
+        steps = read_column(metrics, "env_steps")
+      except (OSError, TypeError, ValueError):  # not there yet, half-written
+        steps = None
+      if steps is not None and len(steps) and steps[-1] > beyond:
+        break
+      time.sleep(0.2)
+    control.stop.set()
+
+  thread = threading.Thread(target=watch, daemon=True)
+  thread.start()
+  return thread
+
+
+def _run_until(grid, sweep_dir, archive, beyond):
+  control = sweeping.Control()
+  metrics = os.path.join(sweep_dir, "train", "a2c", "seed0", "metrics.csv")
+  watcher = _stop_when(control, metrics, beyond)
+  stream = io.StringIO()
+  result = sweeping.run_sweep(grid, sweep_dir, control=control,
+                              stream=stream, progress_every_s=60.0,
+                              archive=archive)
+  watcher.join()
+  return result, stream.getvalue()
+
+
+def test_a_stopped_training_run_resumes_from_its_archived_checkpoint(
+    tmp_path):
+  grid_file = tmp_path / "grid.py"
+  grid_file.write_text(LONG_GRID)
+  archive = str(tmp_path / "archive")
+  first_dir = str(tmp_path / "first")
+  first, _ = _run_until(sweeping.load_grid(str(grid_file)), first_dir,
+                        archive, beyond=0)
+  assert first["stopped"] and first["pending"] == ["train/a2c/seed0"]
+  kept = os.path.join(archive, "train", "a2c", "seed0")
+  record = io_utils.read_json(os.path.join(kept, sweeping.RECORD))
+  assert record["state"] == "stopped"
+  checkpoint = archiving._newest_checkpoint(kept)  # pylint: disable=protected-access
+  assert checkpoint and os.path.exists(os.path.join(
+      kept, "checkpoints", checkpoint + ".index"))
+  step = checkpoint.rsplit("-", 1)[1]
+  assert os.path.exists(os.path.join(kept, "checkpoints", f"actor-{step}.pkl"))
+  steps_before = read_column(os.path.join(kept, "metrics.csv"), "env_steps")
+  shutil.rmtree(first_dir)  # the machine is gone
+  second_dir = str(tmp_path / "second")
+  second, output = _run_until(sweeping.load_grid(str(grid_file)),
+                              second_dir, archive, beyond=steps_before[-1])
+  assert second["restored"] == ["train/a2c/seed0"]
+  assert "train/a2c/seed0 was restored from an archive and resumes from " \
+      "its archived checkpoint" in output
+  workdir = os.path.join(second_dir, "train", "a2c", "seed0")
+  steps = read_column(os.path.join(workdir, "metrics.csv"), "env_steps")
+  # Resumed, not restarted: the rows before the stop are there, and more.
+  assert steps[:len(steps_before)].tolist() == steps_before.tolist()
+  assert steps[-1] > steps_before[-1]
+  assert io_utils.read_json(os.path.join(workdir, sweeping.RECORD))[
+      "attempts"] == 2

@@ -955,12 +955,12 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
   (done, stopped or failed) after recording it."""
   from i2a.run import launch as launching  # pylint: disable=import-outside-toplevel
   plan = sweep.plan
-  if archiving.is_restored(job.workdir):
-    # Restored from an archive without its checkpoints: it starts over.
-    print(f"[sweep {plan.name}] {job.id} was restored from an archive "
-          "without its checkpoints and must run again: it starts over",
+  if archiving.restored(job.workdir) is not None:
+    how = archiving.prepare_to_run(job.workdir)
+    print(f"[sweep {plan.name}] {job.id} was restored from an archive and "
+          + ("resumes from its archived checkpoint" if how == "resumes" else
+             "must run again without its checkpoints: it starts over"),
           file=stream, flush=True)
-    archiving.clear(job.workdir)
   os.makedirs(job.workdir, exist_ok=True)
   record = read_record(job.workdir) or {}
   upstream = sweep.upstream(job)

@@ -9,7 +9,8 @@ it need, and nothing bulky:
 
   ARCHIVE/archive.json                   the grid's name and the sweep
                                          directory the runs were made in
-  ARCHIVE/STAGE/NAME/seedN/...           a finished run's workdir, less
+  ARCHIVE/STAGE/NAME/seedN/...           a finished (or stopped training)
+                                         run's workdir, less
                                          its checkpoints (the pointer
                                          `checkpoints/checkpoint` stays),
                                          `tb/`, `dataset/`, `images/` and
@@ -31,10 +32,14 @@ directory in the runs' JSON files are archived as ${SWEEP_DIR}).
 workdir has no record at all: the workdir is rebuilt from the archive,
 ${SWEEP_DIR} becomes the sweep directory it is restored into (wherever it
 is), and the run is done as before (`Sweep.is_done`'s checks apply
-unchanged). A restored run that must run
-again (its budget was raised) starts over: its checkpoints were not kept
-(`is_restored`, `clear`). Sweep directory and archive layout:
-docs/experiments.md.
+unchanged).
+
+A training run that was stopped (a time limit, a signal) is archived too,
+with its newest checkpoint: restored, it resumes from there, so a sweep
+directory lost between sessions loses no more than the updates since that
+checkpoint. A restored run that must run again without its checkpoint (a
+finished run whose budget was raised) starts over (`prepare_to_run`).
+Sweep directory and archive layout: docs/experiments.md.
 """
 
 from __future__ import annotations
@@ -76,8 +81,16 @@ def kept(relative: str, checkpoint: Optional[str] = None) -> bool:
   if parts[0] == "checkpoints":
     return relative == _CHECKPOINT_POINTER or (
         checkpoint is not None and len(parts) == 2 and
-        parts[1].startswith(checkpoint + "."))
+        _same_step(parts[1], checkpoint))
   return not parts[-1].endswith(".tmp")
+
+
+def _same_step(name: str, checkpoint: str) -> bool:
+  """Whether a checkpoints/ file belongs to `checkpoint` (ckpt-N): its TF
+  files (ckpt-N.index, ckpt-N.data-*) and what the runtimes save beside
+  them under the same step (the actor's state, actor-N.pkl)."""
+  step = checkpoint.rsplit("-", 1)[-1]
+  return re.match(rf"^[A-Za-z_]+-{re.escape(step)}\.", name) is not None
 
 
 def _newest_checkpoint(workdir: str) -> Optional[str]:
@@ -180,21 +193,36 @@ def _check_index(archive: str, name: str, sweep_dir: str) -> Dict[str, Any]:
   return index
 
 
+def _state(workdir: str) -> Optional[str]:
+  try:
+    return io_utils.read_json(os.path.join(workdir, RECORD)).get("state")
+  except (OSError, ValueError, AttributeError):
+    return None
+
+
 def sync(plan, is_done, archive: str) -> Tuple[List[str], int]:
   """Copies every finished run of `plan` (`is_done(job)`) that is archived
-  by stage into `archive`; returns (the runs whose files changed there,
-  bytes copied)."""
+  by stage, and every stopped training run with its newest checkpoint,
+  into `archive`; returns (the runs whose files changed there, bytes
+  copied)."""
   io_utils.ensure_writable_dir(archive, "archive directory")
   _check_index(archive, plan.name, plan.sweep_dir)
   sweep_dir = os.path.normpath(os.path.abspath(plan.sweep_dir))
   changed, total = [], 0
   policy_runs = policies(plan)
   for job in plan.jobs:
-    if job.stage not in ARCHIVED_STAGES or not is_done(job):
+    if job.stage not in ARCHIVED_STAGES:
+      continue
+    if is_done(job):
+      checkpoint = (_newest_checkpoint(job.workdir)
+                    if job.id in policy_runs else None)
+    elif job.stage == "train" and _state(job.workdir) == "stopped":
+      checkpoint = _newest_checkpoint(job.workdir)  # it resumes from it
+      if checkpoint is None:
+        continue
+    else:
       continue
     target = _archive_dir(archive, job)
-    checkpoint = (_newest_checkpoint(job.workdir) if job.id in policy_runs
-                  else None)
     written = _mirror(job.workdir, target,
                       lambda r, c=checkpoint: kept(r, c), sweep_dir,
                       SWEEP_DIR)
@@ -244,8 +272,12 @@ def restore(plan, archive: str) -> List[str]:
       continue  # the sweep directory's own state wins
     os.makedirs(job.workdir, exist_ok=True)
     _mirror(source, job.workdir, lambda r: r != RECORD, SWEEP_DIR, sweep_dir)
+    checkpoint = _newest_checkpoint(job.workdir)
+    resumable = checkpoint is not None and any(
+        n.startswith(checkpoint + ".") for n in os.listdir(
+            os.path.join(job.workdir, "checkpoints")))
     io_utils.atomic_write_json(os.path.join(job.workdir, RESTORED), dict(
-        archive=os.path.abspath(archive),
+        archive=os.path.abspath(archive), resumable=resumable,
         restored=datetime.datetime.now().isoformat(timespec="seconds")))
     _write(os.path.join(job.workdir, RECORD),
            _content(record_path, RECORD, SWEEP_DIR, sweep_dir))
@@ -253,8 +285,30 @@ def restore(plan, archive: str) -> List[str]:
   return restored
 
 
-def is_restored(workdir: str) -> bool:
-  return os.path.exists(os.path.join(workdir, RESTORED))
+def restored(workdir: str) -> Optional[Dict[str, Any]]:
+  """The restore marker of a workdir rebuilt from an archive (archive,
+  resumable: whether its newest checkpoint came with it, restored: when),
+  None for others."""
+  path = os.path.join(workdir, RESTORED)
+  if not os.path.exists(path):
+    return None
+  try:
+    marker = io_utils.read_json(path)
+  except (OSError, ValueError):
+    marker = {}
+  return marker if isinstance(marker, dict) else {}
+
+
+def prepare_to_run(workdir: str) -> str:
+  """Readies a restored workdir whose run must run (again): one that came
+  with its newest checkpoint resumes from it ('resumes'); one without is
+  emptied and starts over ('starts over')."""
+  marker = restored(workdir) or {}
+  os.remove(os.path.join(workdir, RESTORED))
+  if marker.get("resumable"):
+    return "resumes"
+  clear(workdir)
+  return "starts over"
 
 
 def clear(workdir: str) -> None:
