@@ -5,7 +5,7 @@ run to completion across sessions, and a report of their results.
       --workdir=SWEEP_DIR [--only=PATTERN[,PATTERN]] [--list] [--report] \
       [--stop_after=2h50m] [--archive=DIR] [--grid.env_steps=2000000]
   python -m i2a.sweep --combine=A/report/report.json,B/report/report.json \
-      --workdir=OUT_DIR
+      --workdir=OUT_DIR [--duplicates=refuse|first|last]
 
 Every run gets its own workdir SWEEP_DIR/STAGE/NAME/seedN (the binary's
 workdir: config.json, checkpoints, metrics.csv, ...) and a record
@@ -73,6 +73,10 @@ _ARCHIVE = flags.DEFINE_string(
 _COMBINE = flags.DEFINE_list(
     "combine", [], "report.json files of sweeps of one grid: write one "
     "table of their seeds to --workdir; run nothing.")
+_DUPLICATES = flags.DEFINE_enum(
+    "duplicates", "refuse", ["refuse", "first", "last"], "--combine: a "
+    "seed with results in two reports is refused, or taken from the first "
+    "or the last report listed (the other is listed as left out).")
 _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")
@@ -84,7 +88,7 @@ def main(argv):
   # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
   cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER, _ARCHIVE,
-                        _COMBINE],
+                        _COMBINE, _DUPLICATES],
             devices=False)
   try:
     return _main()
@@ -96,7 +100,8 @@ def main(argv):
 def _main() -> int:
   grid = _GRID.value
   if _COMBINE.value:
-    paths = combining.write(_COMBINE.value, _WORKDIR.value)
+    paths = combining.write(_COMBINE.value, _WORKDIR.value,
+                            _DUPLICATES.value)
     for key, path in paths.items():
       print(f"{key}: {path}")
     return sweeping.EXIT_DONE

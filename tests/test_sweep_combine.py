@@ -98,6 +98,34 @@ def test_one_seed_in_two_reports_is_refused(tmp_path):
     combining.combine([first, second])
 
 
+def test_a_duplicate_seed_is_taken_from_the_first_or_last_report(tmp_path):
+  first = _report(tmp_path, "first", [], [_model("sssm", {0: -13.0,
+                                                          1: -14.0})])
+  second = _report(tmp_path, "second", [], [_model("sssm", {1: -16.0,
+                                                            2: -15.0})])
+  kept_first = combining.combine([first, second], duplicates="first")
+  assert kept_first["models"][0]["held_out_nats_per_frame"]["mean"] == \
+      pytest.approx(-14.0)
+  [dropped] = kept_first["duplicates"]
+  assert (dropped["name"], dropped["seed"], dropped["report"],
+          dropped["kept_from"]) == ("sssm", 1, second, first)
+  assert dropped["held_out_nats_per_frame"] == -16.0
+  kept_last = combining.combine([first, second], duplicates="last")
+  assert kept_last["models"][0]["held_out_nats_per_frame"]["mean"] == \
+      pytest.approx((-13.0 - 16.0 - 15.0) / 3)
+  assert kept_last["duplicates"][0]["held_out_nats_per_frame"] == -14.0
+  assert kept_last["models"][0]["seeds"][1]["report"] == second
+  paths = combining.write([first, second], str(tmp_path / "out"),
+                          duplicates="first")
+  text = open(paths["markdown"]).read()
+  assert "## Seeds with results in two reports" in text
+  assert f"| model sssm | 1 | held_out_nats_per_frame -16.00 | {second} | " \
+      f"{first} |" in text
+  with pytest.raises(ValueError, match="--duplicates must be one of refuse, "
+                     "first, last, given 'both'"):
+    combining.combine([first, second], duplicates="both")
+
+
 def test_reports_of_different_grids_or_missing_files_are_refused(tmp_path):
   first = _report(tmp_path, "first", [_agent("a2c", {0: 90.0})], [])
   other = _report(tmp_path, "other", [_agent("a2c", {1: 70.0})], [],

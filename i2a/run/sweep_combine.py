@@ -9,7 +9,8 @@ configuration and seed, recomputes the mean and the 95% Student t
 interval over the seeds, and writes OUT/report.md and OUT/report.json in
 the sweep report's format, naming the reports it was made from. A seed
 with a result in two reports is refused (two runs of one seed: keep the
-one you mean). Learning curves are not merged (the reports hold final
+one you mean), or, with `--duplicates=first` or `last`, taken from the
+first or the last report that has it, the other listed as left out. Learning curves are not merged (the reports hold final
 values only): each source report's pictures stay with it.
 """
 
@@ -35,9 +36,16 @@ def _has_result(entry: Dict[str, Any], values: Sequence[str]) -> bool:
       entry.get(v) is not None for v in values)
 
 
+DUPLICATES = ("refuse", "first", "last")
+
+
 def _merge(rows: List[Tuple[str, Dict[str, Any]]], values: Sequence[str],
-           kind: str) -> List[Dict[str, Any]]:
-  """Configurations (first appearance order) with their seeds merged."""
+           kind: str, duplicates: str, dropped: List[Dict[str, Any]]
+           ) -> List[Dict[str, Any]]:
+  """Configurations (first appearance order) with their seeds merged; a
+  seed with results in two reports is refused, or the first or the last
+  report's result kept (`duplicates`) and the other appended to
+  `dropped`."""
   merged: Dict[str, Dict[str, Any]] = {}
   seeds: Dict[str, Dict[int, Tuple[str, Dict[str, Any]]]] = {}
   hours: Dict[str, List[Tuple[float, int]]] = {}
@@ -55,10 +63,19 @@ def _merge(rows: List[Tuple[str, Dict[str, Any]]], values: Sequence[str],
       before = seeds[name].get(seed)
       if before is not None and _has_result(before[1], values) and \
           _has_result(entry, values):
-        raise ValueError(
-            f"{kind} {name!r} seed {seed} has a result in {before[0]} and "
-            f"in {source}: two runs of one seed; combine the reports that "
-            "hold the run you mean.")
+        if duplicates == "refuse":
+          raise ValueError(
+              f"{kind} {name!r} seed {seed} has a result in {before[0]} "
+              f"and in {source}: two runs of one seed; combine the reports "
+              "that hold the run you mean, or keep the first or the last "
+              "report's (--duplicates=first or last).")
+        drop, keep = ((dict(entry, report=source), before) if
+                      duplicates == "first" else
+                      (before[1], (source, dict(entry, report=source))))
+        dropped.append(dict(drop, kind=kind, name=name,
+                            kept_from=keep[0]))
+        seeds[name][seed] = keep
+        continue
       if before is None or _has_result(entry, values):
         seeds[name][seed] = (source, dict(entry, report=source))
   out = []
@@ -77,8 +94,13 @@ def _merge(rows: List[Tuple[str, Dict[str, Any]]], values: Sequence[str],
   return out
 
 
-def combine(report_paths: Sequence[str]) -> Dict[str, Any]:
-  """The merged results (the format of sweep.collect_results)."""
+def combine(report_paths: Sequence[str], duplicates: str = "refuse"
+            ) -> Dict[str, Any]:
+  """The merged results (the format of sweep.collect_results, with
+  `sources` and `duplicates`: the seeds' results left out)."""
+  if duplicates not in DUPLICATES:
+    raise ValueError(f"--duplicates must be one of {', '.join(DUPLICATES)}"
+                     f", given {duplicates!r}.")
   if len(report_paths) < 2:
     raise ValueError("--combine needs two or more report.json files, given "
                      f"{len(report_paths)}.")
@@ -98,10 +120,11 @@ def combine(report_paths: Sequence[str]) -> Dict[str, Any]:
     raise ValueError(f"--combine: the reports are of different grids "
                      f"({', '.join(sorted(map(str, names)))}); combine the "
                      "reports of one grid.")
+  dropped: List[Dict[str, Any]] = []
   agents = _merge([(p, a) for p, r in reports for a in r["agents"]],
-                  _AGENT_VALUES, "agent")
+                  _AGENT_VALUES, "agent", duplicates, dropped)
   models = _merge([(p, m) for p, r in reports for m in r["models"]],
-                  _MODEL_VALUES, "model")
+                  _MODEL_VALUES, "model", duplicates, dropped)
   states: Dict[str, int] = {}
   for row in agents + models:
     for entry in row["seeds"]:
@@ -122,15 +145,36 @@ def combine(report_paths: Sequence[str]) -> Dict[str, Any]:
       invocations=sum(r.get("invocations", 0) for _, r in reports),
       invocation_seconds=sum(r.get("invocation_seconds", 0.0)
                              for _, r in reports),
-      confidence=0.95, agents=agents, models=models, pictures={})
+      confidence=0.95, agents=agents, models=models, pictures={},
+      duplicates=dropped)
 
 
-def write(report_paths: Sequence[str], out_dir: str) -> Dict[str, str]:
+def _duplicates_markdown(dropped: Sequence[Dict[str, Any]]) -> str:
+  if not dropped:
+    return ""
+  lines = ["## Seeds with results in two reports", "",
+           "Each was counted once, from the report named as kept; the "
+           "result below was left out.", "",
+           "| configuration | seed | left out | from | kept from |",
+           "|---|---|---|---|---|"]
+  for d in dropped:
+    values = _AGENT_VALUES if d["kind"] == "agent" else _MODEL_VALUES
+    shown = ", ".join(f"{v} {d[v]:.2f}" for v in values
+                      if d.get(v) is not None)
+    lines.append(f"| {d['kind']} {d['name']} | {d['seed']} | {shown} | "
+                 f"{d['report']} | {d['kept_from']} |")
+  return "\n".join(lines) + "\n"
+
+
+def write(report_paths: Sequence[str], out_dir: str,
+          duplicates: str = "refuse") -> Dict[str, str]:
   """OUT/report.md and OUT/report.json (atomically written)."""
-  results = combine(report_paths)
+  results = combine(report_paths, duplicates)
   out_dir = io_utils.ensure_writable_dir(out_dir, "combined report directory")
   md_path = os.path.join(out_dir, "report.md")
   json_path = os.path.join(out_dir, "report.json")
   io_utils.atomic_write_json(json_path, results)
-  io_utils.atomic_write_text(md_path, sweeping.markdown(results))
+  text = sweeping.markdown(results).rstrip("\n") + "\n"
+  extra = _duplicates_markdown(results["duplicates"])
+  io_utils.atomic_write_text(md_path, text + ("\n" + extra if extra else ""))
   return dict(markdown=md_path, json=json_path)
