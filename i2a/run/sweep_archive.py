@@ -262,7 +262,7 @@ def restore(plan, archive: str) -> List[str]:
     return []
   _check_index(archive, plan.name, plan.sweep_dir)
   sweep_dir = os.path.normpath(os.path.abspath(plan.sweep_dir))
-  restored = []
+  rebuilt = []
   for job in plan.jobs:
     source = _archive_dir(archive, job)
     record_path = os.path.join(source, RECORD)
@@ -281,8 +281,8 @@ def restore(plan, archive: str) -> List[str]:
         restored=datetime.datetime.now().isoformat(timespec="seconds")))
     _write(os.path.join(job.workdir, RECORD),
            _content(record_path, RECORD, SWEEP_DIR, sweep_dir))
-    restored.append(job.id)
-  return restored
+    rebuilt.append(job.id)
+  return rebuilt
 
 
 def restored(workdir: str) -> Optional[Dict[str, Any]]:
