@@ -25,10 +25,12 @@ Rerun the same command to continue.
              sweep directories of one grid (seeds run in different
              places), written to --workdir/report.md and report.json
              (i2a/run/sweep_combine.py); runs nothing.
-  --archive  a directory that keeps every finished run's results (no
-             checkpoints or datasets) and the report, e.g. in a
+  --archive  a directory that keeps every finished run's results (not
+             its checkpoints or datasets), a stopped training run with
+             its newest checkpoint, and the report, e.g. in a
              repository: a sweep directory lost with its machine is
-             rebuilt from it by the next invocation (i2a/run/sweep_archive.py).
+             rebuilt from it by the next invocation
+             (i2a/run/sweep_archive.py).
   --only     runs matching a glob on the run id ('train/a2c/*') or a
              substring ('a2c'); the others are left as they are.
 
@@ -88,7 +90,7 @@ def main(argv):
   # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
   cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER, _ARCHIVE,
-                        _COMBINE, _DUPLICATES],
+                    _COMBINE, _DUPLICATES],
             devices=False)
   try:
     return _main()
@@ -100,6 +102,10 @@ def main(argv):
 def _main() -> int:
   grid = _GRID.value
   if _COMBINE.value:
+    if grid is not None or _LIST.value or _REPORT.value:
+      raise ValueError("--combine writes one table from finished reports "
+                       "and runs nothing: give it with --workdir alone "
+                       "(no --grid, --list or --report).")
     paths = combining.write(_COMBINE.value, _WORKDIR.value,
                             _DUPLICATES.value)
     for key, path in paths.items():

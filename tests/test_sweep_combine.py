@@ -151,3 +151,10 @@ def test_the_command_writes_the_combined_report(tmp_path):
   report = io_utils.read_json(str(out / "report.json"))
   assert report["agents"][0]["evaluation_return"]["n"] == 2
   assert (out / "report.md").read_text().startswith("# Sweep g")
+  refused = subprocess.run(
+      [sys.executable, "-m", "i2a.sweep", f"--combine={first},{second}",
+       "--grid=configs/sweeps/i2a_minipacman.py:tiny", f"--workdir={out}"],
+      cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+  assert refused.returncode == 2
+  assert "--combine writes one table from finished reports and runs " \
+      "nothing" in refused.stderr
