@@ -125,7 +125,7 @@ def _main() -> int:
                          "required (except with --report).")
   if _LIST.value:
     plan = sweeping.make_plan(grid, _WORKDIR.value)
-    print(sweeping.list_runs(plan, _ONLY.value))
+    print(sweeping.list_runs(plan, _ONLY.value, _ARCHIVE.value or None))
     if _REPORT.value:
       print(f"report: {sweeping.write_report(_WORKDIR.value)['markdown']}")
     return sweeping.EXIT_DONE

@@ -68,13 +68,15 @@ def archived(tmp_path_factory):
               errors="replace").read()
       for f in archive_files if f.endswith(".json")}
   shutil.rmtree(first_dir)  # the machine is gone
+  listed = sweeping.list_runs(sweeping.make_plan(
+      sweeping.load_grid(str(grid_file)), second_dir), archive=archive)
   second, second_output = _run(sweeping.load_grid(str(grid_file)),
                                second_dir, archive)
   return dict(grid_file=str(grid_file), archive=archive, first=first,
               first_output=first_output, first_report=first_report,
               archive_files=archive_files, archived_texts=archived_texts,
               first_dir=first_dir, second_dir=second_dir, second=second,
-              second_output=second_output)
+              second_output=second_output, listed=listed)
 
 
 def test_the_archive_keeps_results_and_exports_not_checkpoints(archived):
@@ -120,6 +122,13 @@ def test_a_lost_sweep_directory_is_rebuilt_elsewhere_from_the_archive(
                                         "pretrain/dssm_det/seed0",
                                         "train/a2c/seed0"]
   assert "3 run(s) restored from the archive" in archived["second_output"]
+  # Before it, --list told which runs the archive holds.
+  lines = {line.split()[1]: line for line in
+           archived["listed"].splitlines()[2:]}
+  assert lines["train/a2c/seed0"].startswith("pending ")
+  assert "archived done (restored by the next invocation that runs)" in \
+      lines["train/a2c/seed0"]
+  assert "archived" not in lines["collect/random/seed0"]
   # Only the collection (not archived) ran again; the rest is done.
   assert second["ran"] == ["collect/random/seed0"]
   assert not second["pending"] and not second["failed"]

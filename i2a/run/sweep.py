@@ -853,8 +853,11 @@ def _progress_line(plan: Plan, jobs: Sequence[Job], sweep: Sweep,
   return line
 
 
-def list_runs(plan: Plan, only: Sequence[str] = ()) -> str:
-  """The runs, their states and progress, without running anything."""
+def list_runs(plan: Plan, only: Sequence[str] = (),
+              archive: Optional[str] = None) -> str:
+  """The runs, their states and progress, without running anything; with
+  `archive`, a run without a record here that the archive holds says so
+  (the next invocation that runs restores it)."""
   jobs = select(plan, only)
   sweep = Sweep(plan)
   holder = holder_of(plan.sweep_dir)
@@ -862,6 +865,12 @@ def list_runs(plan: Plan, only: Sequence[str] = ()) -> str:
   counts: Dict[str, int] = {}
   for job in jobs:
     state, detail = sweep.state(job, holder)
+    archived = (archiving.archived_state(archive, job)
+                if archive and read_record(job.workdir) is None else None)
+    if archived is not None:
+      detail = "; ".join(filter(None, [
+          f"archived {archived} (restored by the next invocation that "
+          "runs)", detail]))
     counts[state] = counts.get(state, 0) + 1
     fraction = min(1.0, progress_units(job) / max(job.budget, 1e-9))
     lines.append(f"{state:<8} {job.id:<44} {100 * fraction:5.1f}% of "

@@ -285,6 +285,14 @@ def restore(plan, archive: str) -> List[str]:
   return rebuilt
 
 
+def archived_state(archive: str, job) -> Optional[str]:
+  """The state of `job`'s run in `archive` (done, stopped), None if the
+  archive does not hold it."""
+  if job.stage not in ARCHIVED_STAGES:
+    return None
+  return _state(_archive_dir(archive, job))
+
+
 def restored(workdir: str) -> Optional[Dict[str, Any]]:
   """The restore marker of a workdir rebuilt from an archive (archive,
   resumable: whether its newest checkpoint came with it, restored: when),
