@@ -52,8 +52,8 @@ from i2a.run import sweep_combine as combining
 
 _GRID = cli.DEFINE_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/ "
-    "(i2a_minipacman.py: presets minipacman, regular, tiny; table1_small.py: small, "
-    "tiny); set its keys with --grid.KEY=VALUE.")
+    "(i2a_minipacman.py: presets minipacman, regular, tiny; table1_small.py: "
+    "small, tiny); set its keys with --grid.KEY=VALUE.")
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "The sweep directory (required; with --combine, the "
     "directory the combined report is written to).")

@@ -270,7 +270,7 @@ def test_a_stopped_training_run_resumes_from_its_archived_checkpoint(
   kept = os.path.join(archive, "train", "a2c", "seed0")
   record = io_utils.read_json(os.path.join(kept, sweeping.RECORD))
   assert record["state"] == "stopped"
-  checkpoint = archiving._newest_checkpoint(kept)  # pylint: disable=protected-access
+  checkpoint = archiving.newest_checkpoint(kept)
   assert checkpoint and os.path.exists(os.path.join(
       kept, "checkpoints", checkpoint + ".index"))
   step = checkpoint.rsplit("-", 1)[1]

@@ -93,7 +93,7 @@ def _same_step(name: str, checkpoint: str) -> bool:
   return re.match(rf"^[A-Za-z_]+-{re.escape(step)}\.", name) is not None
 
 
-def _newest_checkpoint(workdir: str) -> Optional[str]:
+def newest_checkpoint(workdir: str) -> Optional[str]:
   """ckpt-N of the workdir's checkpoint pointer, if any."""
   try:
     with open(os.path.join(workdir, _CHECKPOINT_POINTER)) as f:
@@ -214,10 +214,10 @@ def sync(plan, is_done, archive: str) -> Tuple[List[str], int]:
     if job.stage not in ARCHIVED_STAGES:
       continue
     if is_done(job):
-      checkpoint = (_newest_checkpoint(job.workdir)
+      checkpoint = (newest_checkpoint(job.workdir)
                     if job.id in policy_runs else None)
     elif job.stage == "train" and _state(job.workdir) == "stopped":
-      checkpoint = _newest_checkpoint(job.workdir)  # it resumes from it
+      checkpoint = newest_checkpoint(job.workdir)  # it resumes from it
       if checkpoint is None:
         continue
     else:
@@ -272,7 +272,7 @@ def restore(plan, archive: str) -> List[str]:
       continue  # the sweep directory's own state wins
     os.makedirs(job.workdir, exist_ok=True)
     _mirror(source, job.workdir, lambda r: r != RECORD, SWEEP_DIR, sweep_dir)
-    checkpoint = _newest_checkpoint(job.workdir)
+    checkpoint = newest_checkpoint(job.workdir)
     resumable = checkpoint is not None and any(
         n.startswith(checkpoint + ".") for n in os.listdir(
             os.path.join(job.workdir, "checkpoints")))

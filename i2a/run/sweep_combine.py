@@ -10,8 +10,9 @@ interval over the seeds, and writes OUT/report.md and OUT/report.json in
 the sweep report's format, naming the reports it was made from. A seed
 with a result in two reports is refused (two runs of one seed: keep the
 one you mean), or, with `--duplicates=first` or `last`, taken from the
-first or the last report that has it, the other listed as left out. Learning curves are not merged (the reports hold final
-values only): each source report's pictures stay with it.
+first or the last report that has it, the other listed as left out.
+Learning curves are not merged (the reports hold final values only):
+each source report's pictures stay with it.
 """
 
 from __future__ import annotations
@@ -29,14 +30,13 @@ from i2a.run import sweep as sweeping
 _AGENT_VALUES = ("evaluation_return", "final_training_return", "env_steps")
 _MODEL_VALUES = ("held_out_nats_per_frame", "relative_rollout_time",
                  "improvement_over_vae")
+# What to do with a seed that has results in two reports.
+DUPLICATES = ("refuse", "first", "last")
 
 
 def _has_result(entry: Dict[str, Any], values: Sequence[str]) -> bool:
   return entry.get("state") == "done" and any(
       entry.get(v) is not None for v in values)
-
-
-DUPLICATES = ("refuse", "first", "last")
 
 
 def _merge(rows: List[Tuple[str, Dict[str, Any]]], values: Sequence[str],
