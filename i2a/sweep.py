@@ -3,17 +3,18 @@ run to completion across sessions, and a report of their results.
 
   python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:preset] \
       --workdir=SWEEP_DIR [--only=PATTERN[,PATTERN]] [--list] [--report] \
-      [--stop_after=2h50m] [--archive=DIR] [--grid.env_steps=2000000]
+      [--stop_after=2h50m [--fit_runs]] [--jobs=2] [--archive=DIR] \
+      [--grid.env_steps=2000000]
   python -m i2a.sweep --combine=A/report/report.json,B/report/report.json \
       --workdir=OUT_DIR [--duplicates=refuse|first|last]
 
 Every run gets its own workdir SWEEP_DIR/STAGE/NAME/seedN (the binary's
 workdir: config.json, checkpoints, metrics.csv, ...) and a record
 (sweep_run.json: state, resolved config, attempts, error, time) and log
-(sweep_run.log). Runs run one at a time, each in its own process, in
-dependency order; finished runs are skipped, interrupted ones resume from
-their checkpoints, failed ones are retried, and runs that do not depend on
-a failure go on. SIGINT/SIGTERM (or --stop_after): the current run
+(sweep_run.log). Runs run one at a time (--jobs at once), each in its own
+process, in dependency order; finished runs are skipped, interrupted ones
+resume from their checkpoints, failed ones are retried, and runs that do
+not depend on a failure go on. SIGINT/SIGTERM (or --stop_after): the current run
 checkpoints and the sweep ends; a second signal ends the run at once.
 Rerun the same command to continue.
 
@@ -33,6 +34,12 @@ Rerun the same command to continue.
              (i2a/run/sweep_archive.py).
   --only     runs matching a glob on the run id ('train/a2c/*') or a
              substring ('a2c'); the others are left as they are.
+  --jobs     runs at once (default 1), each its own process.
+  --fit_runs with --stop_after: a run starts only if it is expected to
+             finish before the limit (the measured rate of its
+             configuration, else of its stage, with a margin); when no
+             ready run fits, the sweep stops. On a machine that goes
+             with the limit, no run is left half-done.
 
 Exit status: 0 when every selected run is done, 1 when some failed or wait
 for a failed run, 2 when the grid or a flag is refused (nothing ran), 3
@@ -79,6 +86,13 @@ _DUPLICATES = flags.DEFINE_enum(
     "duplicates", "refuse", ["refuse", "first", "last"], "--combine: a "
     "seed with results in two reports is refused, or taken from the first "
     "or the last report listed (the other is listed as left out).")
+_JOBS = flags.DEFINE_integer(
+    "jobs", 1, "Runs at once, each in its own process (a run starts when "
+    "its dependencies are done).")
+_FIT_RUNS = flags.DEFINE_bool(
+    "fit_runs", False, "With --stop_after: start only runs expected to "
+    "finish before the limit (their kind's measured rate); stop when none "
+    "fits. For machines that do not outlive the limit.")
 _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")
@@ -90,7 +104,7 @@ def main(argv):
   # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
   cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER, _ARCHIVE,
-                    _COMBINE, _DUPLICATES],
+                    _COMBINE, _DUPLICATES, _JOBS, _FIT_RUNS],
             devices=False)
   try:
     return _main()
@@ -136,7 +150,8 @@ def _main() -> int:
   result = sweeping.run_sweep(grid, _WORKDIR.value, _ONLY.value, control,
                               stop_after_s=stop_after,
                               progress_every_s=_PROGRESS_EVERY.value,
-                              archive=_ARCHIVE.value or None)
+                              archive=_ARCHIVE.value or None,
+                              jobs=_JOBS.value, fit_runs=_FIT_RUNS.value)
   if result["pending"] and result["stopped"]:
     return sweeping.EXIT_STOPPED
   if result["failed"] or result["pending"]:

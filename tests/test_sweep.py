@@ -74,6 +74,23 @@ def get_config(preset=""):
 """
 
 
+# Two short A2C runs: run at once, then budgets raised past what fits.
+PAIR_GRID = """
+import ml_collections
+
+
+def get_config(preset=""):
+  grid = ml_collections.ConfigDict()
+  grid.name = "test_jobs"
+  grid.seeds = (0, 1)
+  grid.env_steps = 24
+  grid.train = (dict(name="a2c", config="configs/agents/a2c.py:tiny",
+                     overrides=dict(env_steps=grid.get_ref("env_steps"))),)
+  grid.evaluate = dict(episodes=0)
+  return grid
+"""
+
+
 def _grid_file(tmp_path, text, name="grid.py"):
   path = tmp_path / name
   path.write_text(text)
@@ -649,6 +666,49 @@ def test_a_stop_request_checkpoints_the_run_and_a_later_invocation_resumes(
   assert "1 done, 0 running, 0 failed, 0 pending of 1 runs" in listing
   assert json.loads(open(os.path.join(sweep_dir, "report",
                                       "report.json")).read())["agents"]
+
+
+def test_two_runs_at_once_and_only_runs_that_fit_in_the_time_left(
+    tmp_path):
+  grid_file = _grid_file(tmp_path, PAIR_GRID)
+  sweep_dir = str(tmp_path / "sweep")
+  with pytest.raises(ValueError, match="jobs must be at least 1"):
+    _run(sweeping.load_grid(grid_file), sweep_dir, jobs=0)
+  with pytest.raises(ValueError, match="give the limit too"):
+    _run(sweeping.load_grid(grid_file), sweep_dir, fit_runs=True)
+  result, output = _run(sweeping.load_grid(grid_file), sweep_dir, jobs=2)
+  runs = ["train/a2c/seed0", "train/a2c/seed1"]
+  assert sorted(result["done"]) == runs and not result["stopped"]
+  records = [_record(sweep_dir, run) for run in runs]
+  # Both ran at once: each started before the other finished.
+  assert records[0]["started"] <= records[1]["finished"]
+  assert records[1]["started"] <= records[0]["finished"]
+  assert all(r["units"] == 24 for r in records)
+  # Budgets raised to 48 env steps; the records say a run took 10^6 s for
+  # its 24: the 24 left of each would take as long, past a 10-minute limit.
+  for run, record in zip(runs, records):
+    record["seconds"] = 1e6
+    io_utils.atomic_write_json(
+        os.path.join(sweep_dir, run, sweeping.RECORD), record)
+  grid = sweeping.load_grid(grid_file)
+  grid.env_steps = 48
+  plan = sweeping.make_plan(grid, sweep_dir)
+  rates = sweeping._rates(plan)  # pylint: disable=protected-access
+  assert sweeping.expected_seconds(plan.job(runs[0]), rates) == \
+      pytest.approx(1e6)
+  result, output = _run(grid, sweep_dir, stop_after_s=600, fit_runs=True)
+  assert result["ran"] == [] and result["stopped"]
+  assert sorted(result["pending"]) == runs
+  assert "2 ready run(s) would not finish in the" in output
+  assert "stopping" in output
+  # A limit they fit in: both run (one at a time), to their new budget.
+  for run, record in zip(runs, records):
+    record["seconds"] = 10.0
+    io_utils.atomic_write_json(
+        os.path.join(sweep_dir, run, sweeping.RECORD), record)
+  result, _ = _run(grid, sweep_dir, stop_after_s=600, fit_runs=True)
+  assert sorted(result["done"]) == runs and result["ran"] == runs
+  assert all(_record(sweep_dir, run)["units"] == 48 for run in runs)
 
 
 @pytest.mark.slow

@@ -63,6 +63,7 @@ import hashlib
 import json
 import math
 import os
+import queue
 import re
 import signal
 import socket
@@ -107,6 +108,8 @@ LOCK = "sweep.lock"
 SWEEP = "sweep.json"  # the grid's name and every invocation
 PLAN = "sweep_plan.json"  # the jobs of the latest invocation, in order
 REPORT = "report"
+# fit_runs: a run starts only if its expected time, times this, fits.
+FIT_MARGIN = 1.15
 LAST_FRACTION = 0.1  # the final training return: the last 10% of env steps
 CURVE_POINTS = 200
 
@@ -675,8 +678,9 @@ def _same_config(job: Job, record: Dict[str, Any]) -> bool:
 class Sweep:
   """The jobs of a plan and their states, read from the workdirs."""
 
-  def __init__(self, plan: Plan):
+  def __init__(self, plan: Plan, parallel: int = 1):
     self.plan = plan
+    self.parallel = parallel  # runs at once: the ETA's divisor
     self._by_id = {j.id: j for j in plan.jobs}
 
   def upstream(self, job: Job) -> Dict[str, Optional[str]]:
@@ -845,7 +849,9 @@ def _progress_line(plan: Plan, jobs: Sequence[Job], sweep: Sweep,
     line += f" | now {current.id} ({100 * fraction:.0f}%)"
   seconds, unknown = eta(plan, jobs, sweep)
   if seconds is not None:
-    line += f" | ETA {format_duration(seconds)}"
+    line += f" | ETA {format_duration(seconds / sweep.parallel)}"
+    if sweep.parallel > 1:
+      line += f" ({sweep.parallel} runs at once)"
     if unknown:
       line += f" + {unknown} run(s) without a measured rate"
   elif done < len(jobs):
@@ -1080,16 +1086,48 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
   return result["status"]
 
 
-def _next_job(sweep: Sweep, jobs: Sequence[Job], attempted: set
-              ) -> Optional[Job]:
-  """The next job to run: its dependencies done, not tried in this
-  invocation; an evaluation before any other."""
+def _ready(sweep: Sweep, jobs: Sequence[Job], attempted: set) -> List[Job]:
+  """The jobs that can start: their dependencies done, not done, not tried
+  (nor running) in this invocation; the evaluations first."""
   ready = [j for j in jobs if j.id not in attempted and not sweep.is_done(j)
            and all(sweep.is_done(sweep.plan.job(d)) for d in j.deps)]
+  return ([j for j in ready if j.stage in DERIVED] +
+          [j for j in ready if j.stage not in DERIVED])
+
+
+def expected_seconds(job: Job, rates: Tuple[Dict[str, float],
+                                            Dict[str, float]]
+                     ) -> Optional[float]:
+  """The seconds `job` still needs at the rate this sweep measured for its
+  configuration (else its stage); None where nothing is measured."""
+  by_config, by_stage = rates
+  rate = by_config.get(job.configuration) or by_stage.get(job.stage)
+  if not rate:
+    return None
+  return max(0.0, job.budget - progress_units(job)) / rate
+
+
+def _next_job(sweep: Sweep, jobs: Sequence[Job], attempted: set,
+              seconds_left: Optional[float] = None
+              ) -> Tuple[Optional[Job], List[Job]]:
+  """(The next job to run, the ready jobs passed over for time).
+
+  With `seconds_left` (the fitting of `run_sweep(fit_runs=True)`), a job
+  whose expected time, with FIT_MARGIN, exceeds it is passed over; a job
+  whose time nothing measured yet is started (it may be stopped at the
+  limit, and resumes later).
+  """
+  ready = _ready(sweep, jobs, attempted)
+  if seconds_left is None:
+    return (ready[0] if ready else None), []
+  rates = _rates(sweep.plan)
+  passed: List[Job] = []
   for job in ready:
-    if job.stage in DERIVED:
-      return job
-  return ready[0] if ready else None
+    seconds = expected_seconds(job, rates)
+    if seconds is None or seconds * FIT_MARGIN <= seconds_left:
+      return job, passed
+    passed.append(job)
+  return None, passed
 
 
 def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
@@ -1098,12 +1136,20 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
               progress_every_s: float = 300.0,
               stream: Optional[TextIO] = None,
               python: str = sys.executable,
-              archive: Optional[str] = None) -> Dict[str, Any]:
+              archive: Optional[str] = None, jobs: int = 1,
+              fit_runs: bool = False) -> Dict[str, Any]:
   """Runs the jobs of `grid` (those matching `only`) that are not done.
 
   With `archive` (sweep_archive.py): the runs archived there whose
   workdirs are missing are restored first, and every finished run is
   copied there (at the start and after each run), the report too.
+  `jobs`: how many runs run at once (each in its own process; a run
+  starts when its dependencies are done). `fit_runs` (with
+  `stop_after_s`): a run starts only if the time it is expected to take
+  (its configuration's measured rate, else its stage's, times
+  FIT_MARGIN) fits in the time left; runs nothing has measured start
+  anyway; when no ready run fits, the sweep stops. For machines that do
+  not outlive the limit: nothing is left half-done.
 
   Returns {ran: [ids], done, failed, pending: [ids of the selection],
   stopped: bool, report: {markdown, json, ...}, restored: [ids]}. The
@@ -1111,8 +1157,13 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
   """
   stream = stream or sys.stdout
   control = control or Control()
+  if jobs < 1:
+    raise ValueError(f"jobs must be at least 1 (runs at once); got {jobs}.")
+  if fit_runs and not stop_after_s:
+    raise ValueError("fit_runs starts only the runs that finish before the "
+                     "time limit: give the limit too (--stop_after).")
   plan = make_plan(grid, sweep_dir)  # refuses a wrong grid up front
-  jobs = select(plan, only)
+  selected = select(plan, only)
   sweep_dir = io_utils.ensure_writable_dir(plan.sweep_dir, "sweep directory")
   started = time.monotonic()
   deadline = started + stop_after_s if stop_after_s else None
@@ -1124,7 +1175,7 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
                       only=list(only), ran=ran)
     record["invocations"].append(invocation)
     io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
-    sweep = Sweep(plan)
+    sweep = Sweep(plan, parallel=jobs)
     restored: List[str] = []
     if archive:
       restored = archiving.restore(plan, archive)
@@ -1133,40 +1184,74 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
               f"the archive {archive}", file=stream, flush=True)
       _sync_archive(plan, sweep, archive, stream)
     attempted: set = set()
-    skipped = [j.id for j in jobs if sweep.is_done(j)]
+    skipped = [j.id for j in selected if sweep.is_done(j)]
     if skipped:
-      print(f"[sweep {plan.name}] {len(skipped)} of {len(jobs)} runs are "
-            "done already: skipped", file=stream, flush=True)
+      print(f"[sweep {plan.name}] {len(skipped)} of {len(selected)} runs "
+            "are done already: skipped", file=stream, flush=True)
+    # Each running job's thread waits on its child and puts (id, state).
+    running: Dict[str, threading.Thread] = {}
+    finished: "queue.Queue[Tuple[str, str]]" = queue.Queue()
+
+    def run(job: Job) -> None:
+      state = "failed"
+      try:
+        state = _run_job(job, sweep, control, selected, stream,
+                         progress_every_s, deadline, python)
+      finally:
+        finished.put((job.id, state))
+
     try:
-      while not control.stop.is_set():
-        if deadline is not None and time.monotonic() >= deadline:
+      while True:
+        if (deadline is not None and time.monotonic() >= deadline and
+            not control.stop.is_set()):
           print(f"[sweep {plan.name}] the time limit is reached: stopping",
                 file=stream, flush=True)
           control.stop.set()
+        while not control.stop.is_set() and len(running) < jobs:
+          seconds_left = (deadline - time.monotonic()
+                          if fit_runs and deadline is not None else None)
+          job, passed = _next_job(sweep, selected,
+                                  attempted | set(running), seconds_left)
+          if job is None:
+            if passed and not running:
+              shortest = min(expected_seconds(j, _rates(plan)) or 0.0
+                             for j in passed)
+              print(f"[sweep {plan.name}] {len(passed)} ready run(s) would "
+                    f"not finish in the {format_duration(seconds_left)} "
+                    f"left (the shortest expected: "
+                    f"{format_duration(shortest)}): stopping",
+                    file=stream, flush=True)
+              control.stop.set()
+            break
+          attempted.add(job.id)
+          ran.append(job.id)
+          running[job.id] = threading.Thread(
+              target=run, args=(job,), name=f"sweep {job.id}", daemon=True)
+          running[job.id].start()
+        if not running:
           break
-        job = _next_job(sweep, jobs, attempted)
-        if job is None:
-          break
-        attempted.add(job.id)
-        ran.append(job.id)
-        state = _run_job(job, sweep, control, jobs, stream, progress_every_s,
-                         deadline, python)
+        job_id, state = finished.get()
+        running.pop(job_id).join()
         if archive:
           _sync_archive(plan, sweep, archive, stream)
         if state == "stopped":
           control.stop.set()
     finally:
+      for thread in running.values():  # an exception: the runs stop
+        control.stop.set()
+        thread.join()
       invocation.update(seconds=time.monotonic() - started,
                         stopped=control.stop.is_set())
       io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
   report = write_report(sweep_dir)
   if archive:
     archiving.copy_report(os.path.dirname(report["markdown"]), archive)
-  done = [j.id for j in jobs if sweep.is_done(j)]
-  failed = [j.id for j in jobs if j.id not in done and
+  done = [j.id for j in selected if sweep.is_done(j)]
+  failed = [j.id for j in selected if j.id not in done and
             (read_record(j.workdir) or {}).get("state") == "failed"]
-  pending = [j.id for j in jobs if j.id not in done and j.id not in failed]
-  print(_progress_line(plan, jobs, sweep), file=stream, flush=True)
+  pending = [j.id for j in selected if j.id not in done and
+             j.id not in failed]
+  print(_progress_line(plan, selected, sweep), file=stream, flush=True)
   if pending and not control.stop.is_set():
     blocked = [i for i in pending if not all(
         sweep.is_done(plan.job(d)) for d in plan.job(i).deps)]
