@@ -16,10 +16,14 @@ tau = 3, 16 environments) and times, at each precision side by side
   learner step      one update on a batch of 16 unrolls of 5 steps with the
                     actor's stored rollouts (forward over 96 windows,
                     backward, RMSProp)
+`--branches 1,auto` builds the parts once per number of row branches
+(envmodels/branches.py: the rollouts' rows, and the learner's, as that
+many independent chains; `auto` is what the binaries run) and times them
+side by side.
 Prints a markdown table and writes benchmarks/results/profile_i2a.json.
 
   python benchmarks/profile_i2a.py [--precisions fp32,bf16] [--rounds 5]
-      [--row i2a_distillation/mspacman] [--threads auto]
+      [--row i2a_distillation/mspacman] [--threads auto] [--branches auto]
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import tensorflow as tf
 
 from agents import builder, learning
 import train_throughput  # benchmarks/, on the path as the script's folder
-from envmodels import precision
+from envmodels import branches, precision
 from i2a import environments, io_utils, runs
 
 RESULTS = os.path.join(HERE, "results")
@@ -109,6 +113,17 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
   }
 
 
+def in_branches(calls: Dict[str, Callable[[], Any]], n: int
+                ) -> Dict[str, Callable[[], Any]]:
+  """The calls, each run (and so traced) with `n` row branches."""
+  def wrap(fn):
+    def call():
+      with branches.scope(n):
+        return fn()
+    return call
+  return {name: wrap(fn) for name, fn in calls.items()}
+
+
 def cached_act(network: Any, windows: np.ndarray, cache: Any) -> Any:
   """An actor's step with its cache: the newest frame encoded, the older
   context frames' encodings read from the cache."""
@@ -133,36 +148,47 @@ def main() -> None:
                       help="TensorFlow's thread pools, as the binaries' "
                       "config `threads`: 'auto', 'default' or "
                       "'INTRA,INTER'")
+  parser.add_argument("--branches", default="auto",
+                      help="row branches to compare, e.g. '1,auto' "
+                      "(envmodels/branches.py)")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "profile_i2a.json"))
   args = parser.parse_args()
   threads = precision.set_threads(args.threads)  # before any TF op
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
+  counts = list(dict.fromkeys(
+      branches.branches() if b == "auto" else int(b)
+      for b in args.branches.split(",") if b))
+  # A variant: a precision and a number of branches (its own network).
+  variants = [(p, b) for b in counts for p in precisions]
+  labels = {v: v[0] if len(counts) == 1 else f"{v[0]}, {v[1]} branch(es)"
+            for v in variants}
   with tempfile.TemporaryDirectory() as tmpdir:
-    calls = parts(tmpdir, args.row)
-    for p in precisions:  # trace and optimise at each precision
+    built = {b: in_branches(parts(tmpdir, args.row), b) for b in counts}
+    for p, b in variants:  # trace and optimise each
       with precision.scope(p):
-        for fn in calls.values():
+        for fn in built[b].values():
           finish(fn())
-    samples: Dict[Any, List[float]] = {(p, name): [] for p in precisions
-                                       for name in calls}
+    names = list(built[counts[0]])
+    samples: Dict[Any, List[float]] = {(v, name): [] for v in variants
+                                       for name in names}
     for _ in range(args.rounds):
-      for p in precisions:
-        with precision.scope(p):
-          for name, fn in calls.items():
+      for v in variants:
+        with precision.scope(v[0]):
+          for name, fn in built[v[1]].items():
             start = time.perf_counter()
             for _ in range(args.calls):
               finish(fn())
-            samples[(p, name)].append(
+            samples[(v, name)].append(
                 (time.perf_counter() - start) / args.calls)
-  table = ["| part | " + " | ".join(f"{p} ms" for p in precisions) +
-           (" | speed-up |" if len(precisions) > 1 else " |"),
-           "|---" * (len(precisions) + 1 + (len(precisions) > 1)) + "|"]
+  table = ["| part | " + " | ".join(f"{labels[v]} ms" for v in variants) +
+           (" | speed-up |" if len(variants) > 1 else " |"),
+           "|---" * (len(variants) + 1 + (len(variants) > 1)) + "|"]
   results = {}
-  for name in calls:
-    ms = [1e3 * float(np.median(samples[(p, name)])) for p in precisions]
-    results[name] = dict(zip(precisions, ms))
+  for name in names:
+    ms = [1e3 * float(np.median(samples[(v, name)])) for v in variants]
+    results[name] = dict(zip((labels[v] for v in variants), ms))
     speedup = (f" | {ms[0] / ms[-1]:.2f}x |" if len(ms) > 1 else " |")
     table.append(f"| {name} | " + " | ".join(f"{m:.1f}" for m in ms) +
                  speedup)
@@ -170,7 +196,7 @@ def main() -> None:
   print(text)
   io_utils.atomic_write_json(args.output, dict(
       parts_ms=results, row=args.row, rounds=args.rounds, threads=threads,
-      load_average=os.getloadavg(),
+      branches=counts, load_average=os.getloadavg(),
       command=" ".join(sys.argv)))
 
 

@@ -40,6 +40,10 @@ with one run each (benchmarks/thread_settings.py alternates them).
 Models are untrained (speed does not depend on the weights) and built with
 the `paper` and `small` presets' hyperparameters (configs/envmodels/).
 
+`--branches 1,auto` times the rollouts with their rows in one chain and in
+the row branches the I2A runs them in (envmodels/branches.py; `auto`, the
+default, is what the binaries run on this machine).
+
 `--value-checks both` times every cell twice, traced with and without the
 API's value checks (envmodels/base.py, `value_checks`), round-robin in one
 run: their cost (docs/performance.md). The default `on` is what agents run.
@@ -47,7 +51,7 @@ run: their cost (docs/performance.md). The default `on` is what agents run.
   python benchmarks/rollout_speed.py [--sizes paper,small]
       [--kinds dssm_det,sssm,...] [--precisions fp32,bf16] [--repeats 5]
       [--value-checks on|off|both] [--noise table,table_unfused,ndtri,free]
-      [--threads auto] [--output FILE]
+      [--threads auto] [--branches 1,auto] [--output FILE]
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
-from envmodels import base, noise, precision
+from envmodels import base, branches, noise, precision
 from i2a import io_utils
 from i2a.run import pretrain as pretraining
 
@@ -169,11 +173,12 @@ def build(kind: str, size: str) -> envmodels.EnvModel:
   return model
 
 
-def functions(model: envmodels.EnvModel, checks: bool = True
-              ) -> Dict[str, Callable[[], Any]]:
+def functions(model: envmodels.EnvModel, checks: bool = True,
+              n_branches: int = 1) -> Dict[str, Callable[[], Any]]:
   """The timed calls, on fixed inputs: initial state, abstract and rendered
-  rollouts from a (precomputed) tiled initial state; traced (on their first
-  call) with the API's value checks on or off."""
+  rollouts from a (precomputed) tiled initial state, the rollouts' rows in
+  `n_branches` row branches as the I2A runs them (envmodels/branches.py);
+  traced (on their first call) with the API's value checks on or off."""
   spec = model.spec
   rng = np.random.RandomState(0)
   context = tf.constant(rng.randint(
@@ -189,20 +194,26 @@ def functions(model: envmodels.EnvModel, checks: bool = True
     return tf.nest.map_structure(lambda x: tf.repeat(x, ROLLOUTS, 0), state)
 
   def rollout(render: bool):
-    @tf.function
-    def run(state, actions, keys):
+    def chain(state, actions, keys, rows):  # actions, keys: rows first
+      del rows
       outputs = []
       for t in range(DEPTH):
-        state, out = model.step(state, actions[t], noise=keys[t])
+        state, out = model.step(state, actions[:, t], noise=keys[:, t])
         outputs += [out.features, out.reward]
         if render:
           outputs.append(model.render(state))
       return outputs
+
+    @tf.function
+    def run(state, actions, keys):  # [DEPTH, ROWS, ...] -> rows first
+      return branches.split_rows(
+          chain, (state, tf.transpose(actions, [1, 0, 2]),
+                  tf.transpose(keys, [1, 0, 2])), ROWS)
     return run
 
   def with_checks(fn: Callable[[], Any]) -> Callable[[], Any]:
     def call():
-      with base.value_checks(checks):
+      with base.value_checks(checks), branches.scope(n_branches):
         return fn()
     return call
 
@@ -287,18 +298,20 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
 
 
 def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
-            variants=("table",)) -> List[Dict[str, Any]]:
+            variants=("table",), counts=(1,)) -> List[Dict[str, Any]]:
   rows: List[Dict[str, Any]] = []
   for size in sizes:
     models = {kind: build(kind, size) for kind in kinds}
-    # A run is a kind traced with (True) or without the value checks, and
-    # with one of the noise variants (stochastic kinds only).
-    runs = [(kind, checks, v) for kind in kinds for checks in check_modes
-            for v in (variants if kind in STOCHASTIC else variants[:1])]
+    # A run is a kind traced with (True) or without the value checks, with
+    # one of the noise variants (stochastic kinds only), in a number of
+    # row branches.
+    runs = [(kind, checks, v, b) for kind in kinds for checks in check_modes
+            for v in (variants if kind in STOCHASTIC else variants[:1])
+            for b in counts]
     calls = {}
-    for kind, checks, v in runs:  # each run traces its own functions
-      with noise_variant(v):
-        calls[(kind, checks, v)] = functions(models[kind], checks)
+    for run in runs:  # each run traces its own functions
+      with noise_variant(run[2]):
+        calls[run] = functions(models[run[0]], run[1], run[3])
     cells = [(run, p, name) for run in runs for p in precisions
              for name in ("initial", "abstract", "rendered")]
 
@@ -316,7 +329,7 @@ def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
       print(f"{size}: round {round_ + 1}/{repeats}", flush=True)
     state_shape = None
     for run in runs:
-      kind, checks, v = run
+      kind, checks, v, b = run
       with noise_variant(v):
         graph = calls[run]["_abstract_graph"]()
       flops = gflop(graph)
@@ -329,6 +342,7 @@ def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
         rows.append(dict(
             size=size, kind=kind, precision=p, jump=jump,
             value_checks=checks, noise=v if kind in STOCHASTIC else "none",
+            branches=b,
             abstract_per_s=ROWS * DEPTH / median["abstract"],
             rendered_per_s=ROWS * DEPTH / median["rendered"],
             with_initial_per_s=ROWS * DEPTH / (median["abstract"] +
@@ -355,7 +369,8 @@ def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
   for row in rows:  # x AR per primitive step, same size and precision
     ar = [r for r in rows if r["kind"] == "ar" and r["size"] == row["size"]
           and r["precision"] == row["precision"] and
-          r["value_checks"] == row["value_checks"]]
+          r["value_checks"] == row["value_checks"] and
+          r["branches"] == row["branches"]]
     if ar:
       row["x_ar"] = (row["abstract_per_s"] * row["jump"] /
                      ar[0]["abstract_per_s"])
@@ -365,14 +380,15 @@ def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
-  lines = ["| size | kind | noise | precision | value checks | "
+  lines = ["| size | kind | noise | precision | value checks | branches | "
            "abstract /s | with s_t\\|t /s | rendered /s | s_t\\|t ms | "
            "x AR (prim.) | x AR with s_t\\|t | GFLOP/s | % conv peak |",
-           "|---" * 13 + "|"]
+           "|---" * 14 + "|"]
   for r in rows:
     lines.append(
         f"| {r['size']} | {r['kind']} | {r.get('noise', 'table')} | "
         f"{r['precision']} | {'on' if r['value_checks'] else 'off'} | "
+        f"{r.get('branches', 1)} | "
         f"{r['abstract_per_s']:,.0f} | {r['with_initial_per_s']:,.0f} | "
         f"{r['rendered_per_s']:,.0f} | {r['initial_ms']:.1f} | "
         f"{r.get('x_ar', float('nan')):.1f} | "
@@ -409,10 +425,16 @@ def main() -> None:
                       help=f"keyed-normal variants to compare: {NOISE}")
   parser.add_argument("--threads", default=precision.THREADS_AUTO,
                       help="'auto', 'default' or 'INTRA,INTER'")
+  parser.add_argument("--branches", default="auto",
+                      help="row branches to compare, e.g. '1,auto' "
+                      "(envmodels/branches.py; auto: what the I2A runs)")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "rollout_speed.json"))
   args = parser.parse_args()
   threads = precision.set_threads(args.threads)  # before any TF op
+  counts = list(dict.fromkeys(
+      branches.branches() if b == "auto" else int(b)
+      for b in args.branches.split(",") if b))
   sizes = [s for s in args.sizes.split(",") if s]
   kinds = [k for k in args.kinds.split(",") if k]
   variants = [v for v in args.noise.split(",") if v]
@@ -430,7 +452,7 @@ def main() -> None:
   check_modes = {"on": (True,), "off": (False,),
                  "both": (True, False)}[args.value_checks]
   rows = measure(sizes, kinds, precisions, args.repeats, check_modes,
-                 variants)
+                 variants, counts)
   table = markdown(rows)
   print(table)
   io_utils.atomic_write_json(args.output, dict(

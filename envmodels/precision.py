@@ -63,6 +63,7 @@ from typing import Any, Dict, Iterator, Tuple
 
 import tensorflow as tf
 
+from envmodels import branches
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # Ops the rewrite keeps in float32 beyond its own deny list (Exp, Log, Sum,
 # Mean, Softmax, ...): the probabilities and scales whose products the
@@ -249,6 +250,7 @@ def threads_record(requested: str = "") -> Dict[str, Any]:
   record = dict(
       intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
       inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+      row_branches=branches.branches(),
       physical_cores=physical_cores(),
       logical_cpus=(len(os.sched_getaffinity(0))
                     if hasattr(os, "sched_getaffinity") else os.cpu_count()))

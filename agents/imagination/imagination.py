@@ -5,7 +5,9 @@ Where it sits in the data flow: the I2A network (networks.py) calls the
 tf.function): the frozen envmodel gives the initial state s_t|t from the
 context frames, then K rollouts of depth tau are run, batched on ONE batch
 axis [B * K] (row b * K + k is rollout k of sample b), one `model.step` per
-depth step. The `RolloutEncoder` summarises each rollout (a CNN per imagined
+depth step; where each op runs on one thread, contiguous slices of those
+rows run as independent chains side by side, the same arithmetic per row
+(row branches, envmodels/branches.py). The `RolloutEncoder` summarises each rollout (a CNN per imagined
 step plus the predicted reward, read by an LSTM from the LAST imagined step
 back to the FIRST, as in Weber et al. 2017), and the network concatenates
 the K summaries (the aggregator) with the model-free features.
@@ -51,6 +53,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
+from envmodels import branches
 from envmodels import noise
 from agents.imagination import rollout_policies
 
@@ -308,9 +311,32 @@ class ImaginationCore(snt.Module):
     features = None  # abstract features of the current state, [B*K, ...]
     if not self.fix_first_action and policy.needs_features:
       features = model.tile_state(initial_features, k)
+    inputs = (state, first_actions, row_keys, features)
+    if live:  # its states are the environments' snapshots: one chain
+      imaginations, rewards, logits = self._rollouts(*inputs, rows=rows)
+    else:  # rows are independent: row branches run side by side
+      static_rows = (rows if observations.shape[0] is None  # a tensor
+                     else observations.shape[0] * k)
+      imaginations, rewards, logits = branches.split_rows(
+          self._rollouts, inputs, static_rows)
+    return Imagination(
+        imaginations=imaginations,  # [B*K, tau, ...]
+        rewards=rewards,  # [B*K, tau]
+        first_actions=first_actions,
+        rollout_policy_logits=logits,  # [B*K, n, A] or None
+        initial_features=initial_features)
+
+  def _rollouts(self, state: Any, first_actions: tf.Tensor,
+                row_keys: tf.Tensor, features: Optional[tf.Tensor],
+                rows: Any) -> Tuple[tf.Tensor, tf.Tensor,
+                                    Optional[tf.Tensor]]:
+    """The tau steps of R rows (R = `rows`: all B*K, or a branch's slice):
+    (imaginations [R, tau, ...], rewards [R, tau], the rollout policy's
+    logits [R, n, A] or None)."""
+    model, policy = self.model, self.rollout_policy
     imaginations, rewards, logits, produced = [], [], [], []
     for t in range(self.depth):
-      step_keys = noise.fold(row_keys, t)  # [B*K, 2]
+      step_keys = noise.fold(row_keys, t)  # [R, 2]
       if t == 0 and self.fix_first_action:
         actions = policy.first_actions(first_actions)
       else:
@@ -319,22 +345,17 @@ class ImaginationCore(snt.Module):
         if chosen.logits is not None:
           logits.append(chosen.logits)
       state, out = model.step(state, actions, noise=noise.fold(
-          step_keys, 0))  # one call for all B*K rows
+          step_keys, 0))  # one call for the R rows
       produced.append(state)
-      features = out.features  # [B*K, h, w, d]
+      features = out.features  # [R, h, w, d]
       rewards.append(out.reward)
       imaginations.append(features if self.imagination == "abstract"
-                          else model.render(state))  # [B*K, H, W, C]
-    if live:  # the snapshots the steps took
+                          else model.render(state))  # [R, H, W, C]
+    if isinstance(model, envmodels.LiveEnvModel):  # the steps' snapshots
       for state in produced:
         model.release(state)
-    return Imagination(
-        imaginations=tf.stack(imaginations, axis=1),  # [B*K, tau, ...]
-        rewards=tf.stack(rewards, axis=1),  # [B*K, tau]
-        first_actions=first_actions,
-        rollout_policy_logits=(tf.stack(logits, axis=1) if logits
-                               else None),  # [B*K, n, A]
-        initial_features=initial_features)
+    return (tf.stack(imaginations, axis=1), tf.stack(rewards, axis=1),
+            tf.stack(logits, axis=1) if logits else None)
 
 
 # -- Stored rollouts (side inputs) -----------------------------------------

@@ -21,6 +21,7 @@ from agents.imagination import imagination as imagination_lib
 from agents.imagination import networks
 from agents.imagination import rollout_policies
 from configs.agents import i2a as i2a_config
+from envmodels import branches
 
 FRAME = (16, 24, 3)
 NUM_ACTIONS = 5
@@ -330,7 +331,8 @@ def test_rollouts_are_one_batch_with_one_model_call_per_depth_step(
   starts = _Recorder(model, "initial_state")
   renders = _Recorder(model, "render")
   network = make(model, rollout_policy=strategy, depth=depth)
-  network(observations())
+  with branches.scope(1):  # one chain (the row branches: below)
+    network(observations())
   jump, k = model.spec.jump, NUM_ACTIONS
   assert len(starts.calls) == 1 and len(steps.calls) == depth
   assert not renders.calls  # abstract imaginations never render
@@ -347,6 +349,82 @@ def test_rollouts_are_one_batch_with_one_model_call_per_depth_step(
   else:
     np.testing.assert_array_equal(first,
                                   np.repeat(expected[:, None], jump, 1))
+
+
+@pytest.mark.parametrize("strategy,export,model_kind", [
+    ("distillation", "det_jump2", "pretrained"),
+    ("learning_to_query", "det", "pretrained"),
+    ("imagination_prior", "action_free", "pretrained"),
+    ("random", "sssm", "pretrained"), ("random", "det", "copy")])
+def test_row_branches_give_the_rollouts_of_one_chain(exports, strategy,
+                                                     export, model_kind):
+  """2 and 3 row branches (5 windows x K = 5 rows: 13 + 12 and 9 + 8 + 8)
+  run the same per-row arithmetic, with the same per-row noise, as one
+  chain: the same imaginations, rewards and rollout-policy logits, and
+  one model call per depth step and branch."""
+  model = load(exports, export)
+  network = make(model, rollout_policy=strategy, model=model_kind)
+  core = network.imagination_core
+  obs = observations(batch=5, seed=3)
+  keys = tf.constant(np.random.RandomState(4).randint(
+      -2**31, 2**31 - 1, (5, 2)), tf.int32)
+  results = {}
+  for n in (1, 2, 3):
+    steps = _Recorder(core.model, "step")
+    with branches.scope(n):
+      results[n] = core(obs, keys=keys)
+    del core.model.step  # the recorder's wrapper
+    sizes = branches.row_sizes(25, n) or [25]
+    assert sorted(c[1].shape[0] for c in steps.calls) == sorted(
+        sizes * core.depth)  # one call per depth step and branch
+  for n in (2, 3):
+    for field in ("imaginations", "rewards", "rollout_policy_logits"):
+      one, many = getattr(results[1], field), getattr(results[n], field)
+      if one is None:
+        assert many is None
+        continue
+      np.testing.assert_allclose(many.numpy(), one.numpy(), rtol=1e-5,
+                                 atol=1e-6, err_msg=f"{field}, {n} branches")
+
+
+def test_row_sizes_split_static_rows_only():
+  assert branches.row_sizes(80, 2) == [40, 40]
+  assert branches.row_sizes(25, 3) == [9, 8, 8]
+  assert branches.row_sizes(3, 4) == [1, 1, 1]  # no empty branch
+  assert branches.row_sizes(80, 1) is None
+  assert branches.row_sizes(1, 2) is None
+  assert branches.row_sizes(None, 2) is None  # unknown at trace time
+  with pytest.raises(ValueError, match="positive integer"):
+    with branches.scope(0):
+      pass
+
+
+def test_the_environment_variable_sets_the_branches(monkeypatch):
+  monkeypatch.setenv(branches.ENV, "3")
+  assert branches.branches() == 3
+  with branches.scope(1):  # a scope overrides it
+    assert branches.branches() == 1
+  monkeypatch.setenv(branches.ENV, "two")
+  with pytest.raises(ValueError, match="I2A_ROW_BRANCHES must be a "
+                     "positive integer.*given 'two'"):
+    branches.branches()
+
+
+def test_split_rows_concatenates_in_order_and_does_not_nest():
+  x = tf.reshape(tf.range(10, dtype=tf.float32), [5, 2])
+  seen = []
+
+  def fn(a, b, rows):
+    seen.append((rows, branches.branches()))
+    return {"sum": a + b, "none": None}, a[:, :1] * 2
+
+  out = branches.split_rows(fn, (x, x + 1), 5, n=2)
+  assert seen == [(3, 1), (2, 1)]  # inside a branch: one chain
+  np.testing.assert_array_equal(out[0]["sum"].numpy(), (2 * x + 1).numpy())
+  assert out[0]["none"] is None
+  np.testing.assert_array_equal(out[1].numpy(), (x[:, :1] * 2).numpy())
+  pieces = branches.split_rows(fn, (x, x), 5, n=2, concat=False)
+  assert [p[1].shape[0] for p in pieces] == [3, 2]
 
 
 def test_pi_r_chooses_every_step_but_the_fixed_first_one(exports):

@@ -1,0 +1,118 @@
+"""Row branches: batch-wise work split into independent chains of ops.
+
+Where it sits in the data flow: the I2A's imagination core
+(agents/imagination/imagination.py) runs its K rollouts of depth tau for
+B windows, in the actor's fused act and wherever the rollouts are
+computed, as `branches()` independent chains over contiguous slices of
+the B * K rows (`split_rows`), concatenated after. Each row's arithmetic
+is the same (rows are independent, and a stochastic model's noise is
+keyed per row), so the outputs are too; the ops of one chain never wait
+on another's.
+
+Why: with one thread per op (config `threads`, `auto` on small machines
+with AVX-512, envmodels/precision.py) a rollout is a chain of
+convolutions, each on one thread, and a 2-core machine's second core
+idles; the inter-op pool runs ops of independent chains side by side. So
+the rows are split into as many chains as the inter-op pool has threads
+when every op runs on one thread (intra-op 1), and not at all where the
+ops already split their work over threads. A training step gains nothing
+from it (its backward pass already has independent ops to run side by
+side: measured, not adopted). Measured in docs/performance.md ("Row
+branches").
+
+The environment variable I2A_ROW_BRANCHES (a positive integer) sets the
+number for a process (1: one chain, as before the branches); `scope(n)`
+for what is traced inside it (benchmarks' side-by-side runs, tests). The
+value is read when a function is traced, and recorded in each workdir's
+precision.json (`row_branches`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Callable, Iterator, List, Optional, Sequence
+
+import tensorflow as tf
+
+ENV = "I2A_ROW_BRANCHES"
+_OVERRIDE: List[int] = []
+
+
+def branches() -> int:
+  """How many independent chains batch-wise work is split into: `scope`'s
+  number, else I2A_ROW_BRANCHES, else the inter-op threads when each op
+  runs on one thread, else 1."""
+  if _OVERRIDE:
+    return _OVERRIDE[-1]
+  value = os.environ.get(ENV, "").strip()
+  if value:
+    if not value.isdigit() or int(value) < 1:
+      raise ValueError(f"{ENV} must be a positive integer (the row "
+                       f"branches; 1 for one chain), given {value!r}: fix "
+                       "or unset it.")
+    return int(value)
+  intra = tf.config.threading.get_intra_op_parallelism_threads()
+  inter = tf.config.threading.get_inter_op_parallelism_threads()
+  return inter if intra == 1 and inter > 1 else 1
+
+
+@contextlib.contextmanager
+def scope(n: int) -> Iterator[int]:
+  """Within it, `branches()` is `n` (>= 1): for functions traced inside."""
+  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    raise ValueError(f"branches must be a positive integer, given {n!r}.")
+  _OVERRIDE.append(n)
+  try:
+    yield n
+  finally:
+    _OVERRIDE.pop()
+
+
+def row_sizes(rows: Any, n: Optional[int] = None) -> Optional[List[int]]:
+  """The branches' row counts for `rows` rows (a Python int), the first
+  ones one larger where they do not divide; None where there is nothing
+  to split (one branch, fewer than 2 rows, or a row count unknown at trace
+  time: None or a tensor)."""
+  n = branches() if n is None else n
+  if isinstance(rows, bool) or not isinstance(rows, int) or n < 2 or \
+      rows < 2:
+    return None
+  n = min(n, rows)
+  return [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+
+
+def split_rows(fn: Callable[..., Any], inputs: Sequence[Any],
+               rows: Optional[int], n: Optional[int] = None,
+               concat: bool = True) -> Any:
+  """fn(*inputs) as `branches()` calls on contiguous slices of the rows.
+
+  inputs: nests whose tensors (and None) all have `rows` on their leading
+  axis; each call gets its slices and the number of its rows as keyword
+  `rows`. The outputs' nests (same structure each call) are concatenated
+  back along the leading axis (`concat`), or returned as the list of each
+  branch's output. With one branch, or `rows` not a Python int (a scalar
+  tensor where the count is unknown at trace time), fn(*inputs,
+  rows=rows) is called once.
+  """
+  sizes = row_sizes(rows, n)
+  if sizes is None:
+    out = fn(*inputs, rows=rows)
+    return out if concat else [out]
+
+  # Each tensor split once: pieces[j][i] is branch i's slice of leaf j.
+  leaves = tf.nest.flatten(list(inputs))
+  pieces = [[None] * len(sizes) if x is None else tf.split(x, sizes, axis=0)
+            for x in leaves]
+  outputs = []
+  for i, size in enumerate(sizes):
+    sliced = tf.nest.pack_sequence_as(list(inputs),
+                                      [p[i] for p in pieces])
+    with tf.name_scope(f"branch{i}"), scope(1):  # branches do not nest
+      outputs.append(fn(*sliced, rows=size))
+  if not concat:
+    return outputs
+  return tf.nest.map_structure(
+      lambda *parts: None if parts[0] is None else tf.concat(parts, 0),
+      *outputs)
+
