@@ -157,9 +157,7 @@ def main() -> None:
   threads = precision.set_threads(args.threads)  # before any TF op
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
-  counts = list(dict.fromkeys(
-      branches.branches() if b == "auto" else int(b)
-      for b in args.branches.split(",") if b))
+  counts = branches.parse_counts(args.branches)
   # A variant: a precision and a number of branches (its own network).
   variants = [(p, b) for b in counts for p in precisions]
   labels = {v: v[0] if len(counts) == 1 else f"{v[0]}, {v[1]} branch(es)"

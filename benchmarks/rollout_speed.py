@@ -432,9 +432,7 @@ def main() -> None:
                       default=os.path.join(RESULTS, "rollout_speed.json"))
   args = parser.parse_args()
   threads = precision.set_threads(args.threads)  # before any TF op
-  counts = list(dict.fromkeys(
-      branches.branches() if b == "auto" else int(b)
-      for b in args.branches.split(",") if b))
+  counts = branches.parse_counts(args.branches)
   sizes = [s for s in args.sizes.split(",") if s]
   kinds = [k for k in args.kinds.split(",") if k]
   variants = [v for v in args.noise.split(",") if v]

@@ -69,6 +69,23 @@ def scope(n: int) -> Iterator[int]:
     _OVERRIDE.pop()
 
 
+def parse_counts(spec: str) -> List[int]:
+  """'1,auto' -> [1, branches()]: the numbers of branches a benchmark
+  compares (distinct, in order); ValueError for anything else."""
+  counts: List[int] = []
+  for part in (p.strip() for p in spec.split(",") if p.strip()):
+    if part == "auto":
+      counts.append(branches())
+    elif part.isdigit() and int(part) >= 1:
+      counts.append(int(part))
+    else:
+      raise ValueError(f"branches are positive integers or 'auto', comma-"
+                       f"separated (e.g. '1,auto'), given {spec!r}.")
+  if not counts:
+    raise ValueError(f"no branches given in {spec!r}; e.g. '1,auto'.")
+  return list(dict.fromkeys(counts))
+
+
 def row_sizes(rows: Any, n: Optional[int] = None) -> Optional[List[int]]:
   """The branches' row counts for `rows` rows (a Python int), the first
   ones one larger where they do not divide; None where there is nothing
