@@ -99,23 +99,21 @@ def row_sizes(rows: Any, n: Optional[int] = None) -> Optional[List[int]]:
   return [rows // n + (1 if i < rows % n else 0) for i in range(n)]
 
 
-def split_rows(fn: Callable[..., Any], inputs: Sequence[Any],
-               rows: Optional[int], n: Optional[int] = None,
-               concat: bool = True) -> Any:
-  """fn(*inputs) as `branches()` calls on contiguous slices of the rows.
+def split_rows(fn: Callable[..., Any], inputs: Sequence[Any], rows: Any,
+               n: Optional[int] = None) -> Any:
+  """fn(*inputs) as `branches()` (or `n`) calls on contiguous slices of
+  the rows.
 
   inputs: nests whose tensors (and None) all have `rows` on their leading
   axis; each call gets its slices and the number of its rows as keyword
   `rows`. The outputs' nests (same structure each call) are concatenated
-  back along the leading axis (`concat`), or returned as the list of each
-  branch's output. With one branch, or `rows` not a Python int (a scalar
-  tensor where the count is unknown at trace time), fn(*inputs,
+  back along the leading axis. With one branch, or `rows` not a Python int
+  (a scalar tensor where the count is unknown at trace time), fn(*inputs,
   rows=rows) is called once.
   """
   sizes = row_sizes(rows, n)
   if sizes is None:
-    out = fn(*inputs, rows=rows)
-    return out if concat else [out]
+    return fn(*inputs, rows=rows)
 
   # Each tensor split once: pieces[j][i] is branch i's slice of leaf j.
   leaves = tf.nest.flatten(list(inputs))
@@ -127,8 +125,6 @@ def split_rows(fn: Callable[..., Any], inputs: Sequence[Any],
                                       [p[i] for p in pieces])
     with tf.name_scope(f"branch{i}"), scope(1):  # branches do not nest
       outputs.append(fn(*sliced, rows=size))
-  if not concat:
-    return outputs
   return tf.nest.map_structure(
       lambda *parts: None if parts[0] is None else tf.concat(parts, 0),
       *outputs)
