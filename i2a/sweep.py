@@ -34,7 +34,8 @@ Rerun the same command to continue.
              (i2a/run/sweep_archive.py).
   --only     runs matching a glob on the run id ('train/a2c/*') or a
              substring ('a2c'); the others are left as they are.
-  --jobs     runs at once (default 1), each its own process.
+  --jobs     runs at once (default 1), each its own process; with
+             --list, the ETA for that many.
   --fit_runs with --stop_after: a run starts only if it is expected to
              finish before the limit (the measured rate of its
              configuration, else of its stage, with a margin); when no
@@ -139,7 +140,8 @@ def _main() -> int:
                          "required (except with --report).")
   if _LIST.value:
     plan = sweeping.make_plan(grid, _WORKDIR.value)
-    print(sweeping.list_runs(plan, _ONLY.value, _ARCHIVE.value or None))
+    print(sweeping.list_runs(plan, _ONLY.value, _ARCHIVE.value or None,
+                             parallel=_JOBS.value))
     if _REPORT.value:
       print(f"report: {sweeping.write_report(_WORKDIR.value)['markdown']}")
     return sweeping.EXIT_DONE

@@ -860,12 +860,13 @@ def _progress_line(plan: Plan, jobs: Sequence[Job], sweep: Sweep,
 
 
 def list_runs(plan: Plan, only: Sequence[str] = (),
-              archive: Optional[str] = None) -> str:
+              archive: Optional[str] = None, parallel: int = 1) -> str:
   """The runs, their states and progress, without running anything; with
   `archive`, a run without a record here that the archive holds says so
-  (the next invocation that runs restores it)."""
+  (the next invocation that runs restores it); the ETA for `parallel`
+  runs at once."""
   jobs = select(plan, only)
-  sweep = Sweep(plan)
+  sweep = Sweep(plan, parallel=parallel)
   holder = holder_of(plan.sweep_dir)
   lines = []
   counts: Dict[str, int] = {}
