@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 # pylint: disable=wrong-import-position
 import train_throughput  # benchmarks/, on the path as the script's folder
+from envmodels import precision
 from i2a import io_utils
 from i2a.run import train as training
 
@@ -88,9 +89,14 @@ def main() -> None:
   parser.add_argument("--transport", default=None,
                       help="local or reverb (i2a/run/train.py TRANSPORTS); "
                       "default: the checkout's own")
+  parser.add_argument("--threads", default="auto",
+                      help="TensorFlow's thread pools, sized first thing as "
+                      "the binaries' config `threads` does")
   parser.add_argument("--output", default="",
                       help="a JSON file for the figures (default: none)")
   args = parser.parse_args()
+  if hasattr(precision, "set_threads"):  # checkouts before it: TF's own
+    precision.set_threads(args.threads)  # before any TF op
   if args.row not in train_throughput.ROWS:
     parser.error(f"unknown row {args.row!r}; known: "
                  f"{sorted(train_throughput.ROWS)}")

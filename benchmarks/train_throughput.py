@@ -17,12 +17,17 @@ unrolls + one learner step, and reports:
                     oracle's emulator steps not): the I2A's cost is its
                     envmodel's K x tau steps, which this makes visible
 Writes benchmarks/results/train_throughput.json and prints a markdown table.
+TensorFlow's thread pools are sized first thing as the binaries size them
+(`--threads`, default auto, envmodels/precision.py; recorded in the
+JSON): before that flag, every row ran with TensorFlow's default pools,
+two threads per op on 2 cores, not what `python -m i2a.train` runs with
+there (one).
 
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
       [--updates 100] [--warmup 10] [--precisions fp32,bf16]
       [--transports local,reverb] [--overlap off,on] [--repeats 3]
       [--interleave B]
-      [--writes B [--items_of 1,4,0]] [--output FILE]
+      [--writes B [--items_of 1,4,0]] [--threads auto] [--output FILE]
 
 With --interleave B (and --transports local,reverb) each row's Trainers
 of every transport are built side by side in one process and timed in B
@@ -72,6 +77,7 @@ import tensorflow as tf
 
 from agents import learning
 from agents.acting import unroll_signature, write_unrolls
+from envmodels import precision as precision_lib
 from i2a import io_utils
 from i2a.replay import tables
 from i2a.run import train as training
@@ -483,10 +489,15 @@ def main() -> None:
                       help="with --writes: comma-separated unrolls per "
                       "Reverb item, divisors of num_envs (0: num_envs, "
                       "an item per unroll batch)")
+  parser.add_argument("--threads", default=precision_lib.THREADS_AUTO,
+                      help="TensorFlow's thread pools, sized first thing as "
+                      "the binaries' config `threads` does ('auto', "
+                      "'default' or 'INTRA,INTER')")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "train_throughput.json"),
                       help="where the JSON report goes")
   args = parser.parse_args()
+  threads = precision_lib.set_threads(args.threads)  # before any TF op
   names = [n for n in args.rows.split(",") if n]
   unknown = sorted(set(names) - set(ROWS))
   if unknown:
@@ -521,7 +532,7 @@ def main() -> None:
         print(f"{label}: the runtimes write items of "
               f"{r['runtime_unrolls_per_item']}")
     io_utils.atomic_write_json(args.output, dict(
-        writes=report, command=" ".join(sys.argv),
+        writes=report, command=" ".join(sys.argv), threads=threads,
         load_average=list(os.getloadavg()),
         date=time.strftime("%Y-%m-%dT%H:%M:%S")))
     return
@@ -539,7 +550,7 @@ def main() -> None:
             f"{t} {r['env_steps_per_s'][t]:,.0f} env steps/s "
             f"(x{r['median_ratio_to_first'][t]:.2f})" for t in transports))
     io_utils.atomic_write_json(args.output, dict(
-        interleaved=report, command=" ".join(sys.argv),
+        interleaved=report, command=" ".join(sys.argv), threads=threads,
         load_average=list(os.getloadavg()),
         date=time.strftime("%Y-%m-%dT%H:%M:%S")))
     return
@@ -571,6 +582,7 @@ def main() -> None:
     results[label] = dict(median, repeats_env_steps_per_s=rates)
   report = dict(
       rows=results, command=" ".join(sys.argv), repeats=args.repeats,
+      threads=threads,
       python=platform.python_version(),
       tensorflow=tf.__version__, numpy=np.__version__,
       machine=platform.machine(), cpus=os.cpu_count(),
