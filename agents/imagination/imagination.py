@@ -7,10 +7,11 @@ context frames, then K rollouts of depth tau are run, batched on ONE batch
 axis [B * K] (row b * K + k is rollout k of sample b), one `model.step` per
 depth step; where each op runs on one thread, contiguous slices of those
 rows run as independent chains side by side, the same arithmetic per row
-(row branches, envmodels/branches.py). The `RolloutEncoder` summarises each rollout (a CNN per imagined
-step plus the predicted reward, read by an LSTM from the LAST imagined step
-back to the FIRST, as in Weber et al. 2017), and the network concatenates
-the K summaries (the aggregator) with the model-free features.
+(row branches, envmodels/branches.py). The `RolloutEncoder` summarises
+each rollout (a CNN per imagined step plus the predicted reward, read by an
+LSTM from the LAST imagined step back to the FIRST, as in Weber et al.
+2017), and the network concatenates the K summaries (the aggregator) with
+the model-free features.
 `to_side_inputs` / `from_side_inputs` convert rollouts to the form the
 actor stores with its unrolls and back (networks.py, `learner_rollouts`).
 
@@ -315,10 +316,10 @@ class ImaginationCore(snt.Module):
     if live:  # its states are the environments' snapshots: one chain
       imaginations, rewards, logits = self._rollouts(*inputs, rows=rows)
     else:  # rows are independent: row branches run side by side
-      static_rows = (rows if observations.shape[0] is None  # a tensor
-                     else observations.shape[0] * k)
+      row_count = (rows if observations.shape[0] is None  # a tensor
+                   else observations.shape[0] * k)  # known when traced
       imaginations, rewards, logits = branches.split_rows(
-          self._rollouts, inputs, static_rows)
+          self._rollouts, inputs, row_count)
     return Imagination(
         imaginations=imaginations,  # [B*K, tau, ...]
         rewards=rewards,  # [B*K, tau]
