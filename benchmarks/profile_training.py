@@ -42,9 +42,13 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 # pylint: disable=wrong-import-position
 import train_throughput  # benchmarks/, on the path as the script's folder
-from envmodels import precision
 from i2a import io_utils
 from i2a.run import train as training
+
+try:  # checkouts before the thread settings: TensorFlow's own pools
+  from envmodels import precision
+except ImportError:
+  precision = None
 
 # part -> (the function's file suffix ('' any), its names, the caller's
 # file suffix and name, or None: the function's time from every caller).
@@ -95,7 +99,7 @@ def main() -> None:
   parser.add_argument("--output", default="",
                       help="a JSON file for the figures (default: none)")
   args = parser.parse_args()
-  if hasattr(precision, "set_threads"):  # checkouts before it: TF's own
+  if precision is not None and hasattr(precision, "set_threads"):
     precision.set_threads(args.threads)  # before any TF op
   if args.row not in train_throughput.ROWS:
     parser.error(f"unknown row {args.row!r}; known: "

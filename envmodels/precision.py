@@ -64,6 +64,7 @@ from typing import Any, Dict, Iterator, Tuple
 import tensorflow as tf
 
 from envmodels import branches
+
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # Ops the rewrite keeps in float32 beyond its own deny list (Exp, Log, Sum,
 # Mean, Softmax, ...): the probabilities and scales whose products the
