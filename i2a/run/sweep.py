@@ -1110,8 +1110,9 @@ def expected_seconds(job: Job, rates: Tuple[Dict[str, float],
 
 def _next_job(sweep: Sweep, jobs: Sequence[Job], attempted: set,
               seconds_left: Optional[float] = None
-              ) -> Tuple[Optional[Job], List[Job]]:
-  """(The next job to run, the ready jobs passed over for time).
+              ) -> Tuple[Optional[Job], List[float]]:
+  """(The next job to run, the expected seconds of each ready job passed
+  over for time).
 
   With `seconds_left` (the fitting of `run_sweep(fit_runs=True)`), a job
   whose expected time, with FIT_MARGIN, exceeds it is passed over; a job
@@ -1122,12 +1123,12 @@ def _next_job(sweep: Sweep, jobs: Sequence[Job], attempted: set,
   if seconds_left is None:
     return (ready[0] if ready else None), []
   rates = _rates(sweep.plan)
-  passed: List[Job] = []
+  passed: List[float] = []
   for job in ready:
     seconds = expected_seconds(job, rates)
     if seconds is None or seconds * FIT_MARGIN <= seconds_left:
       return job, passed
-    passed.append(job)
+    passed.append(seconds)
   return None, passed
 
 
@@ -1215,12 +1216,10 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
                                   attempted | set(running), seconds_left)
           if job is None:
             if passed and not running:
-              shortest = min(expected_seconds(j, _rates(plan)) or 0.0
-                             for j in passed)
               print(f"[sweep {plan.name}] {len(passed)} ready run(s) would "
                     f"not finish in the {format_duration(seconds_left)} "
                     f"left (the shortest expected: "
-                    f"{format_duration(shortest)}): stopping",
+                    f"{format_duration(min(passed))}): stopping",
                     file=stream, flush=True)
               control.stop.set()
             break
