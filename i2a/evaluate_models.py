@@ -5,7 +5,10 @@ r"""python -m i2a.evaluate_models: the paper's Table 1 for exported envmodels.
 
 Writes DIR/model_table.md and DIR/model_table.json (default DIR:
 ./model_table): held-out nats per frame, improvement over the VAE baseline,
-rollout time relative to AR (measured in this run), imagined transitions/s,
+the open-loop MSE T model steps ahead against copying the last context
+frame (over all pixels, and over the moving pixels alone: sprites, score,
+eaten pellets), rollout time relative to AR (measured in this run),
+imagined transitions/s,
 computed in --precision (envmodels/precision.py; 'auto': bf16 where the CPU
 has it). Likelihoods are computed in the same precision. DIR/run_info.json
 records the invocations (i2a/runs.py). There is no --config or --workdir:

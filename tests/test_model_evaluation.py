@@ -49,6 +49,38 @@ def test_open_loop_error_matches_a_direct_computation(trained):
                      axis=(0, 2, 3, 4))
   np.testing.assert_allclose(error.copy_last_frame, expected, rtol=1e-5)
   assert error.beats_copy == (error.model[-1] < error.copy_last_frame[-1])
+  # On the moving pixels: the copy's squared error summed over them, over
+  # their count, per step (None where no window has any).
+  moving = model_evaluation.moving_pixels(frames)[:, k:]
+  copy_err = np.mean((frames[:, k - 1:k] - frames[:, k:]) ** 2, axis=-1)
+  counts = moving.sum(axis=(0, 2, 3))
+  expected_moving = [
+      (copy_err[:, t][moving[:, t]].sum() / counts[t]) if counts[t] else None
+      for t in range(T)]
+  assert len(error.model_moving) == T
+  for got, want in zip(error.copy_last_frame_moving, expected_moving):
+    assert (got is None) == (want is None)
+    if want is not None:
+      np.testing.assert_allclose(got, want, rtol=1e-5)
+  assert all(v is None or (np.isfinite(v) and v >= 0)
+             for v in error.model_moving)
+
+
+def test_moving_pixels_are_where_a_frame_leaves_its_windows_median():
+  # A static background with a 2x2 square moving one pixel right per frame:
+  # each frame's moving pixels are exactly its square.
+  frames = np.full((1, 5, 6, 8, 3), 0.2)
+  for t in range(5):
+    frames[0, t, 2:4, t:t + 2] = 0.9
+  moving = model_evaluation.moving_pixels(frames)
+  assert moving.shape == (1, 5, 6, 8)
+  for t in range(5):
+    expected = np.zeros((6, 8), bool)
+    expected[2:4, t:t + 2] = True
+    np.testing.assert_array_equal(moving[0, t], expected)
+  # Changes within the threshold do not count.
+  frames[0, 0, 0, 0] += model_evaluation.MOVING_THRESHOLD / 2
+  assert not model_evaluation.moving_pixels(frames)[0, 0, 0, 0]
 
 
 def test_the_table_states_the_open_loop_error_next_to_copy(trained):
@@ -62,3 +94,6 @@ def test_the_table_states_the_open_loop_error_next_to_copy(trained):
   assert "copy-last-frame MSE" in table
   assert f"{row.open_loop_mse[-1]:.5f}" in table
   assert f"{row.copy_last_frame_mse[-1]:.5f}" in table
+  assert len(row.open_loop_moving_mse) == len(
+      row.copy_last_frame_moving_mse) == 3
+  assert "moving pixels: open-loop MSE, last step" in table

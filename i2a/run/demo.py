@@ -155,7 +155,23 @@ def _open_loop_sentence(row) -> str:
           f"({model / copy:.2f}x its error). Per step: model "
           + ", ".join(f"{v:.4f}" for v in row.open_loop_mse) + "; copy "
           + ", ".join(f"{v:.4f}" for v in row.copy_last_frame_mse)
-          + ".\n\n")
+          + "." + _moving_sentence(row) + "\n\n")
+
+
+def _moving_sentence(row) -> str:
+  """The same comparison on the moving pixels (sprites, score, eaten
+  pellets), where a blurred or missing sprite shows."""
+  model = row.open_loop_moving_mse[-1] if row.open_loop_moving_mse else None
+  copy = (row.copy_last_frame_moving_mse[-1]
+          if row.copy_last_frame_moving_mse else None)
+  if model is None or copy is None:
+    return ""
+  verdict = "beats" if model < copy else "does not beat"
+  ratio = f" ({model / copy:.2f}x)" if copy > 0 else ""
+  return (f" On the moving pixels alone (where a frame differs from its "
+          f"window's per-pixel median: sprites, score, eaten pellets), the "
+          f"last step: model {model:.4f}, copy-last-frame {copy:.4f}: the "
+          f"model {verdict} copying there{ratio}.")
 
 
 def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
