@@ -308,10 +308,13 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
     by_name.setdefault(job.name, []).append(job)
   full = preset != "tiny"
   depths = (1, 2, 4) if full else (1,)
+  free_nats = (["distill_sssm_free_nats", "imagination_prior_free_nats"]
+               if preset == "regular" else [])
   assert list(by_name) == [
       "a2c", "copy_model", "distill_dssm_det", "distill_sssm",
       "learning_to_query", "imagination_prior", "uniform_rollouts",
-      "pixel_imagination", "emulator_oracle"] + [f"depth_{t}" for t in depths]
+      "pixel_imagination", "emulator_oracle"] + [
+          f"depth_{t}" for t in depths] + free_nats
   seeds = [0, 1, 2] if full else [0]
   for jobs in by_name.values():
     assert [j.seed for j in jobs] == seeds
@@ -343,6 +346,20 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
   # Agent seed s imagines with the model of seed s.
   for job in by_name["distill_dssm_det"]:
     assert job.deps == (f"pretrain/dssm_det/seed{job.seed}",)
+  if free_nats:  # the same sSSMs with free nats, and the agents over them
+    for name in ("sssm", "sssm_action_free"):
+      plain = plan.job(f"pretrain/{name}/seed0").config
+      freed = plan.job(f"pretrain/{name}_free_nats/seed0").config
+      assert plain["loss"]["free_nats"] == 0.0
+      assert freed["loss"]["free_nats"] == 3.0
+      assert ({k: v for k, v in freed.items() if k != "loss"} ==
+              {k: v for k, v in plain.items() if k != "loss"})
+    assert by_name["distill_sssm_free_nats"][1].deps == (
+        "pretrain/sssm_free_nats/seed1",)
+    assert by_name["imagination_prior_free_nats"][0].deps == (
+        "pretrain/sssm_action_free_free_nats/seed0",)
+    assert net["imagination_prior_free_nats"]["rollout_policy"] == (
+        "imagination_prior")
     assert job.config["envmodel"].endswith(
         f"pretrain/dssm_det/seed{job.seed}/export")
   assert sum(j.stage == "evaluate" for j in plan.jobs) == len(train)

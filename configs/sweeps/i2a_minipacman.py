@@ -23,6 +23,11 @@ every run):
   emulator_oracle     the emulator's own rollouts (the upper reference)
   depth_1, depth_2,   the rollout depth (claim 3): distill_dssm_det with
   depth_4             tau = 1, 2, 4 model steps (distill_dssm_det: 3)
+The regular preset adds, since its sSSMs' posterior collapsed at this
+budget (KL to the prior 1e-4 nats per step; docs/results.md), an sSSM and
+an action-free sSSM trained with FREE_NATS free nats per step (their names
+end in `_free_nats`) and the two agents over them:
+  distill_sssm_free_nats, imagination_prior_free_nats
 Estimated compute on 2 CPU cores: docs/experiments.md.
 
 Presets: minipacman (the experiment on MiniPacman-avoid), regular (the
@@ -42,6 +47,10 @@ PRESETS = ("minipacman", "regular", "tiny")
 TASKS = {"minipacman": "avoid", "regular": "regular", "tiny": "avoid"}
 A2C = "configs/agents/a2c.py"
 I2A = "configs/agents/i2a.py"
+# Free nats per step (summed over the latent map) of the regular preset's
+# `_free_nats` sSSMs: a probe at 3 kept 2.66 nats per step of KL and fit
+# frames and rewards better (docs/results.md, "Shipped models").
+FREE_NATS = 3.0
 
 
 def get_config(preset: str = "") -> ml_collections.ConfigDict:
@@ -68,6 +77,14 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
            data="collect/random",
            overrides=dict(train_steps=grid.get_ref("pretrain_steps")))
       for name in ("dssm_det", "sssm", "sssm_action_free"))
+  if preset == "regular":
+    grid.pretrain += tuple(
+        dict(name=f"{name}_free_nats",
+             config=f"configs/envmodels/{name}.py:{stage_preset}",
+             data="collect/random",
+             overrides=dict(train_steps=grid.get_ref("pretrain_steps"),
+                            loss=dict(free_nats=FREE_NATS)))
+        for name in ("sssm", "sssm_action_free"))
 
   def agent(name, config, envmodel="", **network):
     overrides = dict(env_steps=grid.get_ref("env_steps"), protocol=protocol)
@@ -93,5 +110,11 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       agent("emulator_oracle", I2A, model="oracle"),
   ) + tuple(agent(f"depth_{tau}", I2A, "pretrain/dssm_det", depth=tau)
             for tau in ((1,) if tiny else (1, 2, 4)))
+  if preset == "regular":
+    grid.train += (
+        agent("distill_sssm_free_nats", I2A, "pretrain/sssm_free_nats"),
+        agent("imagination_prior_free_nats", I2A,
+              "pretrain/sssm_action_free_free_nats",
+              rollout_policy="imagination_prior"))
   grid.evaluate = dict(episodes=2 if tiny else 100)
   return grid
