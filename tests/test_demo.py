@@ -1,6 +1,7 @@
 """`make demo`'s pipeline at the tiny preset: every stage, then a rerun."""
 
 import os
+import types
 
 from configs import demo as demo_config
 from i2a.run import demo
@@ -29,3 +30,20 @@ def test_demo_runs_every_stage_writes_a_report_and_skips_them_on_rerun(
   assert os.stat(done).st_mtime_ns == before
   assert "over 2 invocations, reruns skipping the finished stages" in open(
       report).read()
+
+
+def test_the_report_states_the_open_loop_errors_overall_and_on_moving_pixels():
+  row = types.SimpleNamespace(
+      jump=3, open_loop_mse=[0.001, 0.0013], copy_last_frame_mse=[0.0015,
+                                                                 0.0027],
+      open_loop_moving_mse=[0.064, 0.080],
+      copy_last_frame_moving_mse=[0.059, 0.040])
+  text = demo._open_loop_sentence(row)
+  assert ("Held-out open-loop MSE 2 model steps ahead (6 agent steps): "
+          "0.00130, copy-last-frame 0.00270: the model beats the "
+          "copy-last-frame baseline (0.48x its error)") in text
+  assert ("last step: model 0.0800, copy-last-frame 0.0400: the model does "
+          "not beat copying there (2.00x)") in text
+  # Without moving pixels at the last step the sentence says nothing of them.
+  row.open_loop_moving_mse = row.copy_last_frame_moving_mse = [0.06, None]
+  assert "moving pixels" not in demo._open_loop_sentence(row)

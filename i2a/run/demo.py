@@ -161,9 +161,8 @@ def _open_loop_sentence(row) -> str:
 def _moving_sentence(row) -> str:
   """The same comparison on the moving pixels (sprites, score, eaten
   pellets), where a blurred or missing sprite shows."""
-  model = row.open_loop_moving_mse[-1] if row.open_loop_moving_mse else None
-  copy = (row.copy_last_frame_moving_mse[-1]
-          if row.copy_last_frame_moving_mse else None)
+  model = (row.open_loop_moving_mse or [None])[-1]
+  copy = (row.copy_last_frame_moving_mse or [None])[-1]
   if model is None or copy is None:
     return ""
   verdict = "beats" if model < copy else "does not beat"
