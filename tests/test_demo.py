@@ -37,13 +37,20 @@ def test_the_report_states_the_open_loop_errors_overall_and_on_moving_pixels():
       jump=3, open_loop_mse=[0.001, 0.0013], copy_last_frame_mse=[0.0015,
                                                                  0.0027],
       open_loop_moving_mse=[0.064, 0.080],
-      copy_last_frame_moving_mse=[0.059, 0.040])
+      copy_last_frame_moving_mse=[0.059, 0.110],
+      background_moving_mse=[0.070, 0.078])
   text = demo._open_loop_sentence(row)
   assert ("Held-out open-loop MSE 2 model steps ahead (6 agent steps): "
           "0.00130, copy-last-frame 0.00270: the model beats the "
           "copy-last-frame baseline (0.48x its error)") in text
-  assert ("last step: model 0.0800, copy-last-frame 0.0400: the model does "
-          "not beat copying there (2.00x)") in text
+  assert ("last step: model 0.0800, copy-last-frame 0.1100, the static "
+          "background (that median frame, without the moving objects) "
+          "0.0780: the model does not predict them better than leaving them "
+          "out") in text
+  row.open_loop_moving_mse = [0.064, 0.05]
+  assert "the model predicts them better than leaving them out" in (
+      demo._open_loop_sentence(row))
   # Without moving pixels at the last step the sentence says nothing of them.
   row.open_loop_moving_mse = row.copy_last_frame_moving_mse = [0.06, None]
+  row.background_moving_mse = [0.06, None]
   assert "moving pixels" not in demo._open_loop_sentence(row)

@@ -64,6 +64,14 @@ def test_open_loop_error_matches_a_direct_computation(trained):
       np.testing.assert_allclose(got, want, rtol=1e-5)
   assert all(v is None or (np.isfinite(v) and v >= 0)
              for v in error.model_moving)
+  # The static background's error there: the window's median frame.
+  median = np.median(frames, axis=1, keepdims=True)
+  background_err = np.mean((median - frames[:, k:]) ** 2, axis=-1)
+  for t, got in enumerate(error.background_moving):
+    if counts[t]:
+      np.testing.assert_allclose(
+          got, background_err[:, t][moving[:, t]].sum() / counts[t],
+          rtol=1e-5)
 
 
 def test_moving_pixels_are_where_a_frame_leaves_its_windows_median():
@@ -96,4 +104,6 @@ def test_the_table_states_the_open_loop_error_next_to_copy(trained):
   assert f"{row.copy_last_frame_mse[-1]:.5f}" in table
   assert len(row.open_loop_moving_mse) == len(
       row.copy_last_frame_moving_mse) == 3
-  assert "moving pixels: open-loop MSE, last step" in table
+  assert len(row.background_moving_mse) == 3
+  assert "moving pixels, last step: model / copy / static background" in (
+      table)

@@ -163,14 +163,17 @@ def _moving_sentence(row) -> str:
   pellets), where a blurred or missing sprite shows."""
   model = (row.open_loop_moving_mse or [None])[-1]
   copy = (row.copy_last_frame_moving_mse or [None])[-1]
-  if model is None or copy is None:
+  background = (row.background_moving_mse or [None])[-1]
+  if model is None or copy is None or background is None:
     return ""
-  verdict = "beats" if model < copy else "does not beat"
-  ratio = f" ({model / copy:.2f}x)" if copy > 0 else ""
+  verdict = ("predicts them better than leaving them out" if
+             model < background else "does not predict them better than "
+             "leaving them out")
   return (f" On the moving pixels alone (where a frame differs from its "
           f"window's per-pixel median: sprites, score, eaten pellets), the "
-          f"last step: model {model:.4f}, copy-last-frame {copy:.4f}: the "
-          f"model {verdict} copying there{ratio}.")
+          f"last step: model {model:.4f}, copy-last-frame {copy:.4f}, the "
+          f"static background (that median frame, without the moving "
+          f"objects) {background:.4f}: the model {verdict}.")
 
 
 def _learning_curves(workdir: str, agent_runs: Dict[str, str]) -> str:
