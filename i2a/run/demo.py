@@ -166,9 +166,11 @@ def _moving_sentence(row) -> str:
   background = (row.background_moving_mse or [None])[-1]
   if model is None or copy is None or background is None:
     return ""
-  verdict = ("predicts them better than leaving them out" if
-             model < background else "does not predict them better than "
-             "leaving them out")
+  verdict = ("errs less there than the static background: it keeps "
+             "something of the moving objects (in MSE a blur counts too: "
+             "the pictures show what)" if model < background else
+             "errs no less there than the static background: it predicts "
+             "the moving objects no better than leaving them out")
   return (f" On the moving pixels alone (where a frame differs from its "
           f"window's per-pixel median: sprites, score, eaten pellets), the "
           f"last step: model {model:.4f}, copy-last-frame {copy:.4f}, the "
