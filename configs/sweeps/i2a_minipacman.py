@@ -72,19 +72,20 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       overrides=dict(train_steps=600 if tiny else 50_000,
                      test_steps=200 if tiny else 5_000,
                      protocol=protocol)),)
-  grid.pretrain = tuple(
-      dict(name=name, config=f"configs/envmodels/{name}.py:{stage_preset}",
-           data="collect/random",
-           overrides=dict(train_steps=grid.get_ref("pretrain_steps")))
-      for name in ("dssm_det", "sssm", "sssm_action_free"))
+
+  def model(kind, suffix="", **loss):
+    overrides = dict(train_steps=grid.get_ref("pretrain_steps"))
+    if loss:
+      overrides["loss"] = loss
+    return dict(name=kind + suffix,
+                config=f"configs/envmodels/{kind}.py:{stage_preset}",
+                data="collect/random", overrides=overrides)
+
+  grid.pretrain = tuple(model(kind) for kind in
+                        ("dssm_det", "sssm", "sssm_action_free"))
   if preset == "regular":
-    grid.pretrain += tuple(
-        dict(name=f"{name}_free_nats",
-             config=f"configs/envmodels/{name}.py:{stage_preset}",
-             data="collect/random",
-             overrides=dict(train_steps=grid.get_ref("pretrain_steps"),
-                            loss=dict(free_nats=FREE_NATS)))
-        for name in ("sssm", "sssm_action_free"))
+    grid.pretrain += tuple(model(kind, "_free_nats", free_nats=FREE_NATS)
+                           for kind in ("sssm", "sssm_action_free"))
 
   def agent(name, config, envmodel="", **network):
     overrides = dict(env_steps=grid.get_ref("env_steps"), protocol=protocol)

@@ -98,18 +98,20 @@ def held_out_log_likelihood(model: envmodels.EnvModel, test_dir: str, T: int,
 MOVING_THRESHOLD = 0.1
 
 
-def moving_pixels(frames: np.ndarray,
-                  threshold: float = MOVING_THRESHOLD) -> np.ndarray:
+def moving_pixels(frames: np.ndarray, threshold: float = MOVING_THRESHOLD,
+                  background: Optional[np.ndarray] = None) -> np.ndarray:
   """frames [B, n, H, W, C] in [0, 1], n frames of a window -> bool
   [B, n, H, W]: where a frame differs from the window's per-pixel median
-  (its static background) by more than `threshold` in some channel.
+  (its static background; `background` if the caller has computed it) by
+  more than `threshold` in some channel.
 
   On Atari these are the moving sprites, the score digits and eaten
   pellets: the pixels a model must get right to show the dynamics, a
   small fraction of the frame.
   """
-  return np.max(np.abs(frames - static_background(frames)),
-                axis=-1) > threshold
+  if background is None:
+    background = static_background(frames)
+  return np.max(np.abs(frames - background), axis=-1) > threshold
 
 
 def static_background(frames: np.ndarray) -> np.ndarray:
@@ -171,9 +173,9 @@ def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
     predicted = diagnostics(batch)["open_loop"].numpy()  # [B, T, H, W, C]
     model_err = np.mean((predicted - truth) ** 2, axis=-1)  # [B, T, H, W]
     copy_err = np.mean((copy - truth) ** 2, axis=-1)
-    background_err = np.mean((static_background(frames) - truth) ** 2,
-                             axis=-1)
-    moving = moving_pixels(frames)[:, k:]  # [B, T, H, W]
+    background = static_background(frames)  # [B, 1, H, W, C]
+    background_err = np.mean((background - truth) ** 2, axis=-1)
+    moving = moving_pixels(frames, background=background)[:, k:]  # [B,T,H,W]
     model_sq += model_err.mean(axis=(2, 3)).sum(0)
     copy_sq += copy_err.mean(axis=(2, 3)).sum(0)
     model_moving_sq += np.where(moving, model_err, 0.0).sum(axis=(0, 2, 3))
