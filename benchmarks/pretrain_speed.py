@@ -5,7 +5,9 @@ states, T = 10 after 3 context frames, jump 3) trained on fixed random
 batches of `--batch_size` windows: Adam steps/s of the real train step
 (`model.loss`, global-norm clipping, Adam; one tf.function), each precision
 timed round-robin in one run (median of `--rounds`), optionally also with
-XLA (`--xla`).
+XLA (`--xla`) and with each way of applying Adam's update (`--updates`:
+`fused`, `envmodels.optimization.apply_updates` as pretraining runs it;
+`sonnet`, Sonnet's `optimizer.apply`).
 
 Accuracy (`--accuracy_steps` > 0): the same MiniPacman pretraining twice,
 from the same initialisation and batches, in fp32 and in the reduced
@@ -15,6 +17,7 @@ equal steps (the aim: within 2%).
 
   python benchmarks/pretrain_speed.py [--kinds dssm_det,sssm]
       [--batch_size 8] [--rounds 5] [--accuracy_steps 1000] [--xla]
+      [--updates fused,sonnet]
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -36,6 +39,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
+from envmodels import optimization
 from envmodels import precision
 from i2a import io_utils
 from i2a.run import pretrain as pretraining
@@ -44,7 +48,11 @@ RESULTS = os.path.join(HERE, "results")
 FRAME = (104, 80, 3)
 
 
-def train_step_fn(kind: str, batch_size: int, xla: bool):
+UPDATES = ("fused", "sonnet")
+
+
+def train_step_fn(kind: str, batch_size: int, xla: bool,
+                  updates: str = "fused"):
   config = importlib.import_module(f"configs.envmodels.{kind}").get_config(
       "small")
   spec = envmodels.EnvModelSpec(
@@ -72,7 +80,10 @@ def train_step_fn(kind: str, batch_size: int, xla: bool):
     variables = model.trainable_variables
     gradients = tape.gradient(out.loss, variables)
     clipped, _ = tf.clip_by_global_norm(gradients, config.clip_norm)
-    optimizer.apply(clipped, variables)
+    if updates == "fused":
+      optimization.apply_updates(optimizer, clipped, variables)
+    else:
+      optimizer.apply(clipped, variables)
     return out.loss
 
   compiled = tf.function(step, jit_compile=xla)
@@ -80,11 +91,12 @@ def train_step_fn(kind: str, batch_size: int, xla: bool):
 
 
 def speed(kinds: List[str], precisions: List[str], batch_size: int,
-          rounds: int, xla: bool) -> List[Dict[str, Any]]:
-  cells = [(kind, p, jit) for kind in kinds for p in precisions
-           for jit in ((False, True) if xla else (False,))]
-  steps = {cell: train_step_fn(cell[0], batch_size, cell[2])
-           for cell in cells}
+          rounds: int, xla: bool,
+          updates: Sequence[str] = UPDATES[:1]) -> List[Dict[str, Any]]:
+  cells = [(kind, p, jit, u) for kind in kinds for p in precisions
+           for jit in ((False, True) if xla else (False,)) for u in updates]
+  steps = {cell: train_step_fn(cell[0], batch_size, cell[2],
+                               updates=cell[3]) for cell in cells}
   for cell in cells:  # trace, optimise, first Adam slots
     with precision.scope(cell[1]):
       steps[cell]()
@@ -99,12 +111,15 @@ def speed(kinds: List[str], precisions: List[str], batch_size: int,
         samples[cell].append((time.perf_counter() - start) / 2)
     print(f"speed: round {round_ + 1}/{rounds}", flush=True)
   rows = []
-  for kind, p, jit in cells:
-    seconds = float(np.median(samples[(kind, p, jit)]))
-    base = float(np.median(samples[(kind, precisions[0], False)]))
-    rows.append(dict(kind=kind, precision=p, xla=jit,
+  for kind, p, jit, u in cells:
+    seconds = float(np.median(samples[(kind, p, jit, u)]))
+    base = float(np.median(samples[(kind, precisions[0], False, u)]))
+    same_precision = [float(np.median(samples[(kind, p, jit, other)]))
+                      for other in updates]
+    rows.append(dict(kind=kind, precision=p, xla=jit, updates=u,
                      steps_per_s=1.0 / seconds, seconds_per_step=seconds,
-                     speedup=base / seconds))
+                     speedup=base / seconds,
+                     speedup_over_first_updates=same_precision[0] / seconds))
   return rows
 
 
@@ -146,20 +161,28 @@ def main() -> None:
   parser.add_argument("--batch_size", type=int, default=8)
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--xla", action="store_true")
+  parser.add_argument("--updates", default="fused",
+                      help=f"comma-separated, of {', '.join(UPDATES)}")
   parser.add_argument("--accuracy_steps", type=int, default=0)
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "pretrain_speed.json"))
   args = parser.parse_args()
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
+  updates = [u for u in args.updates.split(",") if u]
+  unknown = sorted(set(updates) - set(UPDATES))
+  if unknown or not updates:
+    parser.error(f"--updates takes {', '.join(UPDATES)}; given "
+                 f"{args.updates!r}")
   rows = speed([k for k in args.kinds.split(",") if k], precisions,
-               args.batch_size, args.rounds, args.xla)
-  lines = ["| kind | precision | XLA | steps/s | s/step | x fp32 |",
-           "|---|---|---|---|---|---|"]
+               args.batch_size, args.rounds, args.xla, updates)
+  lines = [f"| kind | precision | XLA | updates | steps/s | s/step | x fp32 "
+           f"| x {updates[0]} |", "|---|---|---|---|---|---|---|---|"]
   for r in rows:
     lines.append(f"| {r['kind']} | {r['precision']} | {r['xla']} | "
-                 f"{r['steps_per_s']:.2f} | {r['seconds_per_step']:.3f} | "
-                 f"{r['speedup']:.2f} |")
+                 f"{r['updates']} | {r['steps_per_s']:.2f} | "
+                 f"{r['seconds_per_step']:.3f} | {r['speedup']:.2f} | "
+                 f"{r['speedup_over_first_updates']:.2f} |")
   lines.append(f"\nMsPacman 104x80 `small` preset models, batch "
                f"{args.batch_size} windows of 3 + 10 frames, Adam; median of "
                f"{args.rounds} rounds timed round-robin.")

@@ -16,6 +16,9 @@ tau = 3, 16 environments) and times, at each precision side by side
   learner step      one update on a batch of 16 unrolls of 5 steps with the
                     actor's stored rollouts (forward over 96 windows,
                     backward, RMSProp)
+  learner step, Sonnet's update  the same step with Sonnet's RMSProp
+                    `apply` in place of the fused kernels
+                    (envmodels/optimization.py `apply_updates`)
 `--branches 1,auto` builds the parts once per number of row branches
 (envmodels/branches.py: the rollouts' rows, and the learner's, as that
 many independent chains; `auto` is what the binaries run) and times them
@@ -97,10 +100,12 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
   }
   for name, value in side.items():
     unrolls[name] = np.repeat(np.repeat(value[:, None], n + 1, 1), batch, 0)
-  learner = learning.Learner(
-      network, tf.data.Dataset.from_tensors(unrolls).repeat(),
-      learning.rmsprop(7e-4, 0.99, 1e-5), discount=0.99, value_coef=0.5,
-      entropy_coef=0.01, clip_norm=0.5)
+  def make_learner(optimizer: Any) -> learning.Learner:
+    return learning.Learner(
+        network, tf.data.Dataset.from_tensors(unrolls).repeat(), optimizer,
+        discount=0.99, value_coef=0.5, entropy_coef=0.01, clip_norm=0.5)
+  learner = make_learner(learning.rmsprop(7e-4, 0.99, 1e-5))
+  unfused = make_learner(SonnetApply(learning.rmsprop(7e-4, 0.99, 1e-5)))
   return {
       "env step": lambda: envs.step(rng.randint(0, num_actions,
                                                 config.num_envs)),
@@ -110,7 +115,22 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
       "act (fused, cached context)": lambda: cached_act(network, windows,
                                                         cache),
       "learner step": learner.step,
+      "learner step, Sonnet's update": unfused.step,
   }
+
+
+class SonnetApply:
+  """An optimizer that `optimization.apply_updates` does not fuse, so the
+  update goes through Sonnet's own `apply` (as before the fused kernels)."""
+
+  def __init__(self, optimizer: Any):
+    self.optimizer = optimizer
+
+  def _initialize(self, variables: Any) -> None:
+    self.optimizer._initialize(variables)  # pylint: disable=protected-access
+
+  def apply(self, gradients: Any, variables: Any) -> None:
+    self.optimizer.apply(gradients, variables)
 
 
 def in_branches(calls: Dict[str, Callable[[], Any]], n: int

@@ -7,6 +7,12 @@ is not finite is skipped in-graph (the weights and the optimizer's state
 stay as they were), and the caller counts it and stops after several in a
 row. `create_slots` makes the optimizer's variables beforehand, so the
 skipped branch never has to create them.
+
+`apply_updates` is Sonnet's `optimizer.apply` in one fused kernel per
+variable (`ResourceApplyAdam`, `ResourceApplyRMSProp`) on the optimizer's
+own slots, so checkpoints are unchanged: the same update in one pass over
+each variable, where Sonnet's builds some twenty elementwise ops and casts
+per variable (docs/performance.md, "Fused optimizer updates").
 """
 
 from __future__ import annotations
@@ -39,10 +45,103 @@ def apply_if_finite(optimizer: snt.Optimizer, gradients: Sequence[tf.Tensor],
     finite = tf.logical_and(finite, allowed)
 
   def apply() -> tf.Tensor:
-    optimizer.apply(gradients, variables)
+    apply_updates(optimizer, gradients, variables)
     return tf.constant(True)
   tf.cond(finite, apply, lambda: tf.constant(False))
   return finite
+
+
+def apply_updates(optimizer: snt.Optimizer,
+                  gradients: Sequence[Optional[tf.Tensor]],
+                  variables: Sequence[tf.Variable]) -> None:
+  """`optimizer.apply(gradients, variables)`, fused where it can be.
+
+  Sonnet's Adam and (uncentred) RMSProp on dense float gradients run as
+  TensorFlow's fused kernels on the optimizer's slots and step; anything
+  else (another optimizer, a centred RMSProp, sparse gradients) goes
+  through `optimizer.apply`. Inside a branch (`apply_if_finite`) the slots
+  must exist beforehand (`create_slots`).
+  Adam: Sonnet's update lr m_hat / (sqrt(v_hat) + eps) is the kernel's
+  lr_t m / (sqrt(v) + eps_t) with lr_t = lr sqrt(1 - beta2^t) /
+  (1 - beta1^t) and eps_t = eps sqrt(1 - beta2^t): the same update, not
+  the kernel's usual eps placement.
+  """
+  dense = all(g is None or (isinstance(g, tf.Tensor) and g.dtype == v.dtype
+                            and v.dtype.is_floating)
+              for g, v in zip(gradients, variables))
+  if len(gradients) != len(variables) or not variables:
+    raise ValueError(
+        f"apply_updates needs one gradient per variable (None where a "
+        f"variable has none); given {len(gradients)} gradients for "
+        f"{len(variables)} variables.")
+  if isinstance(optimizer, snt.optimizers.Adam) and dense:
+    _fused_adam(optimizer, gradients, variables)
+  elif (isinstance(optimizer, snt.optimizers.RMSProp) and dense and
+        not optimizer.centered):
+    _fused_rmsprop(optimizer, gradients, variables)
+  else:
+    optimizer.apply(gradients, variables)
+
+
+def _slots(optimizer: snt.Optimizer, name: str,
+           variables: Sequence[tf.Variable]) -> Sequence[tf.Variable]:
+  """The optimizer's slot list `name` (made on first use, as Sonnet's
+  `apply` makes it), one per variable."""
+  create_slots(optimizer, variables)
+  slots = getattr(optimizer, name)
+  if len(slots) != len(variables):
+    raise ValueError(
+        f"the optimizer holds slots for {len(slots)} variables, the update "
+        f"names {len(variables)}: create its slots for these variables "
+        "(optimization.create_slots) and apply every update to them.")
+  return slots
+
+
+def _fused_adam(optimizer: snt.optimizers.Adam,
+                gradients: Sequence[Optional[tf.Tensor]],
+                variables: Sequence[tf.Variable]) -> None:
+  m_slots = _slots(optimizer, "m", variables)
+  v_slots = _slots(optimizer, "v", variables)
+  optimizer.step.assign_add(1)
+  cache = {}
+  for gradient, variable, m, v in zip(gradients, variables, m_slots, v_slots):
+    if gradient is None:
+      continue
+    dtype = variable.dtype
+    if dtype not in cache:
+      t = tf.cast(optimizer.step, dtype)
+      beta1 = tf.cast(optimizer.beta1, dtype)
+      beta2 = tf.cast(optimizer.beta2, dtype)
+      beta1_power, beta2_power = tf.pow(beta1, t), tf.pow(beta2, t)
+      cache[dtype] = dict(
+          beta1_power=beta1_power, beta2_power=beta2_power,
+          lr=tf.cast(optimizer.learning_rate, dtype), beta1=beta1,
+          beta2=beta2, epsilon=tf.cast(optimizer.epsilon, dtype) *
+          tf.sqrt(1.0 - beta2_power))
+    tf.raw_ops.ResourceApplyAdam(var=variable.handle, m=m.handle,
+                                 v=v.handle, grad=gradient, **cache[dtype])
+
+
+def _fused_rmsprop(optimizer: snt.optimizers.RMSProp,
+                   gradients: Sequence[Optional[tf.Tensor]],
+                   variables: Sequence[tf.Variable]) -> None:
+  ms_slots = _slots(optimizer, "ms", variables)
+  mom_slots = _slots(optimizer, "mom", variables)
+  cache = {}
+  for gradient, variable, ms, mom in zip(gradients, variables, ms_slots,
+                                         mom_slots):
+    if gradient is None:
+      continue
+    dtype = variable.dtype
+    if dtype not in cache:
+      cache[dtype] = dict(
+          lr=tf.cast(optimizer.learning_rate, dtype),
+          rho=tf.cast(optimizer.decay, dtype),
+          momentum=tf.cast(optimizer.momentum, dtype),
+          epsilon=tf.cast(optimizer.epsilon, dtype))
+    tf.raw_ops.ResourceApplyRMSProp(var=variable.handle, ms=ms.handle,
+                                    mom=mom.handle, grad=gradient,
+                                    **cache[dtype])
 
 
 def check_finite(variables: Sequence[tf.Variable], what: str) -> None:
