@@ -46,6 +46,43 @@ def bernoulli_log_prob(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
   return targets * logits - tf.nn.softplus(logits)
 
 
+@tf.function(jit_compile=True)
+def _bernoulli_frame_sum(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+  """[..., H, W, C] -> float32 [...]: sum of z x - softplus(x), one XLA
+  pass (the per-pixel terms are never written out)."""
+  logits = tf.cast(logits, tf.float32)
+  return tf.reduce_sum(targets * logits - tf.nn.softplus(logits),
+                       axis=[-3, -2, -1])
+
+
+@tf.function(jit_compile=True)
+def _bernoulli_frame_sum_grad(logits: tf.Tensor, targets: tf.Tensor,
+                              upstream: tf.Tensor) -> tf.Tensor:
+  """d/dlogits of `_bernoulli_frame_sum` times `upstream` [...]: (z -
+  sigmoid(x)) upstream, in the logits' dtype, one XLA pass."""
+  per_pixel = targets - tf.sigmoid(tf.cast(logits, tf.float32))
+  return tf.cast(upstream[..., None, None, None] * per_pixel, logits.dtype)
+
+
+@tf.custom_gradient
+def bernoulli_frame_log_prob(logits: tf.Tensor, targets: tf.Tensor):
+  """Bernoulli log-likelihood of frames [..., H, W, C] (`targets` float32
+  in [0, 1]) under `logits`, summed over each frame: float32 [...] nats.
+
+  The values of `bernoulli_log_prob` summed, in float32 whatever the
+  logits' dtype, with the sum and its gradient each one fused XLA kernel:
+  over a pretraining batch's frames the elementwise softplus, its sigmoid
+  gradient and their products were a sixth of the `small` dSSM-DET's
+  step (docs/performance.md, "Pretraining"). No gradient flows to the
+  targets (they are data).
+  """
+  value = _bernoulli_frame_sum(logits, targets)
+
+  def gradient(upstream: tf.Tensor):
+    return _bernoulli_frame_sum_grad(logits, targets, upstream), None
+  return value, gradient
+
+
 def image_log_prob(decoder_output: tf.Tensor, targets: tf.Tensor,
                    likelihood: str = "bernoulli",
                    std: float = 0.1) -> tf.Tensor:
@@ -55,8 +92,8 @@ def image_log_prob(decoder_output: tf.Tensor, targets: tf.Tensor,
   intensities in [0, 1]). gaussian: `decoder_output` are means, fixed std.
   """
   if likelihood == "bernoulli":
-    per_pixel = bernoulli_log_prob(decoder_output, targets)
-  elif likelihood == "gaussian":
+    return bernoulli_frame_log_prob(decoder_output, targets)
+  if likelihood == "gaussian":
     per_pixel = (-0.5 * tf.square((targets - decoder_output) / std) -
                  math.log(std) - 0.5 * math.log(2.0 * math.pi))
   else:

@@ -192,6 +192,40 @@ def test_the_bernoulli_log_prob_is_the_negated_sigmoid_cross_entropy():
       float(tf.reduce_sum(theirs)), rel=1e-6)
 
 
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_the_fused_frame_log_prob_is_the_per_pixel_sum(dtype):
+  """`bernoulli_frame_log_prob` (one XLA kernel forward, one backward) sums
+  `bernoulli_log_prob` over each frame in float32, whatever the logits'
+  dtype, with its gradient; the tails stay finite."""
+  rng = np.random.RandomState(1)
+  logits = rng.randn(2, 3, 6, 5, 3).astype(np.float32) * 4
+  logits[0, 0, 0, 0] = [-200.0, 200.0, 60.0]
+  logits = tf.cast(tf.constant(logits), dtype)
+  targets = tf.constant(rng.rand(2, 3, 6, 5, 3), tf.float32)
+  upstream = tf.constant(rng.randn(2, 3), tf.float32)
+  exact_logits = tf.cast(logits, tf.float32)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch([logits, exact_logits])
+    ours = losses.bernoulli_frame_log_prob(logits, targets)  # [2, 3]
+    reference = tf.reduce_sum(losses.bernoulli_log_prob(
+        exact_logits, targets), axis=[-3, -2, -1])
+    ours_weighted = tf.reduce_sum(ours * upstream)
+    reference_weighted = tf.reduce_sum(reference * upstream)
+  assert ours.dtype == tf.float32 and ours.shape == (2, 3)
+  assert np.all(np.isfinite(ours.numpy()))
+  np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-6)
+  gradient = tape.gradient(ours_weighted, logits)
+  assert gradient.dtype == dtype
+  expected = tape.gradient(reference_weighted, exact_logits).numpy()
+  tolerance = 1e-6 if dtype == tf.float32 else 1e-2 * np.abs(expected).max()
+  np.testing.assert_allclose(tf.cast(gradient, tf.float32).numpy(), expected,
+                             atol=tolerance)
+  assert tape.gradient(ours_weighted, targets) is None
+  # image_log_prob reads it for the Bernoulli likelihood.
+  np.testing.assert_array_equal(
+      losses.image_log_prob(logits, targets).numpy(), ours.numpy())
+
 @pytest.mark.parametrize("kind", ["dssm_vae", "sssm"])
 def test_latent_loss_is_the_negative_elbo_per_frame(kind):
   metrics = loss_metrics(make_model(kind))
