@@ -7,7 +7,12 @@ batches of `--batch_size` windows: Adam steps/s of the real train step
 timed round-robin in one run (median of `--rounds`), optionally also with
 XLA (`--xla`) and with each way of applying Adam's update (`--updates`:
 `fused`, `envmodels.optimization.apply_updates` as pretraining runs it;
-`sonnet`, Sonnet's `optimizer.apply`).
+`sonnet`, Sonnet's `optimizer.apply`) and each way of computing the
+frames' likelihood (`--likelihood`: `blocks`, as the losses compute it, in
+the decoder's blocks with one XLA kernel each way,
+`losses.bernoulli_frame_log_prob`; `frames`, the way before: the decoder's
+full-resolution output and TensorFlow's per-pixel ops, the loss's calls
+swapped for those while it is traced).
 
 Accuracy (`--accuracy_steps` > 0): the same MiniPacman pretraining twice,
 from the same initialisation and batches, in fp32 and in the reduced
@@ -17,12 +22,13 @@ equal steps (the aim: within 2%).
 
   python benchmarks/pretrain_speed.py [--kinds dssm_det,sssm]
       [--batch_size 8] [--rounds 5] [--accuracy_steps 1000] [--xla]
-      [--updates fused,sonnet]
+      [--updates fused,sonnet] [--likelihood blocks,frames]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -39,7 +45,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
-from envmodels import optimization
+from envmodels import losses, networks, optimization
 from envmodels import precision
 from i2a import io_utils
 from i2a.run import pretrain as pretraining
@@ -49,10 +55,30 @@ FRAME = (104, 80, 3)
 
 
 UPDATES = ("fused", "sonnet")
+LIKELIHOODS = ("blocks", "frames")
+
+
+@contextlib.contextmanager
+def frames_likelihood():
+  """While a loss is traced: the decoder's blocks are whole frames, the
+  targets are not rearranged, and the Bernoulli sum is TensorFlow's
+  per-pixel ops (the loss as it was before the blocks and the XLA sum)."""
+  saved = (networks.Decoder.blocks, networks.frame_blocks,
+           losses.bernoulli_frame_log_prob)
+  networks.Decoder.blocks = lambda self, x: networks.depth_to_space(
+      saved[0](self, x), networks.Decoder.BLOCK)
+  networks.frame_blocks = lambda frames: frames
+  losses.bernoulli_frame_log_prob = lambda logits, targets: tf.reduce_sum(
+      losses.bernoulli_log_prob(logits, targets), axis=[-3, -2, -1])
+  try:
+    yield
+  finally:
+    (networks.Decoder.blocks, networks.frame_blocks,
+     losses.bernoulli_frame_log_prob) = saved
 
 
 def train_step_fn(kind: str, batch_size: int, xla: bool,
-                  updates: str = "fused"):
+                  updates: str = "fused", likelihood: str = "blocks"):
   config = importlib.import_module(f"configs.envmodels.{kind}").get_config(
       "small")
   spec = envmodels.EnvModelSpec(
@@ -87,16 +113,26 @@ def train_step_fn(kind: str, batch_size: int, xla: bool,
     return out.loss
 
   compiled = tf.function(step, jit_compile=xla)
-  return lambda: compiled(batch).numpy()
+
+  def call():
+    with (frames_likelihood() if likelihood == "frames" else
+          contextlib.nullcontext()):
+      return compiled(batch).numpy()
+  return call
 
 
 def speed(kinds: List[str], precisions: List[str], batch_size: int,
           rounds: int, xla: bool,
-          updates: Sequence[str] = UPDATES[:1]) -> List[Dict[str, Any]]:
-  cells = [(kind, p, jit, u) for kind in kinds for p in precisions
-           for jit in ((False, True) if xla else (False,)) for u in updates]
+          updates: Sequence[str] = UPDATES[:1],
+          likelihoods: Sequence[str] = LIKELIHOODS[:1]
+          ) -> List[Dict[str, Any]]:
+  # A cell: kind, precision, XLA, updates, likelihood.
+  cells = [(kind, p, jit, u, lik) for kind in kinds for p in precisions
+           for jit in ((False, True) if xla else (False,)) for u in updates
+           for lik in likelihoods]
   steps = {cell: train_step_fn(cell[0], batch_size, cell[2],
-                               updates=cell[3]) for cell in cells}
+                               updates=cell[3], likelihood=cell[4])
+           for cell in cells}
   for cell in cells:  # trace, optimise, first Adam slots
     with precision.scope(cell[1]):
       steps[cell]()
@@ -111,15 +147,15 @@ def speed(kinds: List[str], precisions: List[str], batch_size: int,
         samples[cell].append((time.perf_counter() - start) / 2)
     print(f"speed: round {round_ + 1}/{rounds}", flush=True)
   rows = []
-  for kind, p, jit, u in cells:
-    seconds = float(np.median(samples[(kind, p, jit, u)]))
-    base = float(np.median(samples[(kind, precisions[0], False, u)]))
-    same_precision = [float(np.median(samples[(kind, p, jit, other)]))
-                      for other in updates]
-    rows.append(dict(kind=kind, precision=p, xla=jit, updates=u,
-                     steps_per_s=1.0 / seconds, seconds_per_step=seconds,
-                     speedup=base / seconds,
-                     speedup_over_first_updates=same_precision[0] / seconds))
+  median = lambda cell: float(np.median(samples[cell]))
+  for kind, p, jit, u, lik in cells:
+    seconds = median((kind, p, jit, u, lik))
+    rows.append(dict(
+        kind=kind, precision=p, xla=jit, updates=u, likelihood=lik,
+        steps_per_s=1.0 / seconds, seconds_per_step=seconds,
+        speedup=median((kind, precisions[0], False, u, lik)) / seconds,
+        speedup_over_first_variant=median(
+            (kind, p, jit, updates[0], likelihoods[0])) / seconds))
   return rows
 
 
@@ -163,26 +199,34 @@ def main() -> None:
   parser.add_argument("--xla", action="store_true")
   parser.add_argument("--updates", default="fused",
                       help=f"comma-separated, of {', '.join(UPDATES)}")
+  parser.add_argument("--likelihood", default="blocks",
+                      help=f"comma-separated, of {', '.join(LIKELIHOODS)}")
   parser.add_argument("--accuracy_steps", type=int, default=0)
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "pretrain_speed.json"))
   args = parser.parse_args()
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
-  updates = [u for u in args.updates.split(",") if u]
-  unknown = sorted(set(updates) - set(UPDATES))
-  if unknown or not updates:
-    parser.error(f"--updates takes {', '.join(UPDATES)}; given "
-                 f"{args.updates!r}")
+  variants = {}
+  for flag, known in (("updates", UPDATES), ("likelihood", LIKELIHOODS)):
+    given = getattr(args, flag)
+    variants[flag] = [v for v in given.split(",") if v]
+    if not variants[flag] or set(variants[flag]) - set(known):
+      parser.error(f"--{flag} takes a comma-separated list of "
+                   f"{', '.join(known)}; given {given!r}")
   rows = speed([k for k in args.kinds.split(",") if k], precisions,
-               args.batch_size, args.rounds, args.xla, updates)
-  lines = [f"| kind | precision | XLA | updates | steps/s | s/step | x fp32 "
-           f"| x {updates[0]} |", "|---|---|---|---|---|---|---|---|"]
+               args.batch_size, args.rounds, args.xla, variants["updates"],
+               variants["likelihood"])
+  first = f"{variants['updates'][0]}, {variants['likelihood'][0]}"
+  lines = [f"| kind | precision | XLA | updates | likelihood | steps/s | "
+           f"s/step | x fp32 | x ({first}) |",
+           "|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     lines.append(f"| {r['kind']} | {r['precision']} | {r['xla']} | "
-                 f"{r['updates']} | {r['steps_per_s']:.2f} | "
-                 f"{r['seconds_per_step']:.3f} | {r['speedup']:.2f} | "
-                 f"{r['speedup_over_first_updates']:.2f} |")
+                 f"{r['updates']} | {r['likelihood']} | "
+                 f"{r['steps_per_s']:.2f} | {r['seconds_per_step']:.3f} | "
+                 f"{r['speedup']:.2f} | "
+                 f"{r['speedup_over_first_variant']:.2f} |")
   lines.append(f"\nMsPacman 104x80 `small` preset models, batch "
                f"{args.batch_size} windows of 3 + 10 frames, Adam; median of "
                f"{args.rounds} rounds timed round-robin.")

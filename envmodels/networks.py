@@ -143,15 +143,34 @@ class Decoder(snt.Module):
   -> conv_stack((3,3,1),(64,64,16*C)) -> depth-to-space(4).
   """
 
+  BLOCK = 4  # the final depth-to-space's block
+
   def __init__(self, image_channels: int, name: Optional[str] = None):
     super().__init__(name=name)
     self._stack1 = ConvStack((1, 5, 3), (32, 32, 64), name="stack1")
     self._stack2 = ConvStack((3, 3, 1), (64, 64, 16 * image_channels),
                              name="stack2")
 
-  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+  def blocks(self, x: tf.Tensor) -> tf.Tensor:
+    """[B, h, w, d] -> [B, 2h, 2w, 16 C]: the output before the final
+    depth-to-space, pixel (4i + dy, 4j + dx, c) of the frame at channel
+    (4 dy + dx) C + c of block (i, j), as `frame_blocks` arranges frames.
+
+    A frame's log-likelihood is a sum over its pixels, so the losses
+    compare these blocks with the targets' blocks: the same sum, without
+    moving full-resolution logits and their gradients through a
+    transpose (docs/performance.md, "Pretraining")."""
     x = depth_to_space(tf.nn.relu(self._stack1(x)), 2)
-    return depth_to_space(self._stack2(x), 4)
+    return self._stack2(x)
+
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    return depth_to_space(self.blocks(x), self.BLOCK)
+
+
+def frame_blocks(frames: tf.Tensor) -> tf.Tensor:
+  """[B, H, W, C] (any dtype) -> [B, H/4, W/4, 16 C]: frames arranged as
+  `Decoder.blocks` arranges its output (space-to-depth by its block)."""
+  return space_to_depth(frames, Decoder.BLOCK)
 
 
 def tile_vector(vector: tf.Tensor, like: tf.Tensor) -> tf.Tensor:

@@ -219,10 +219,12 @@ class _PixelModel(EnvModel):
     return losses.decoder_mean(decoder_output,
                                self._hyperparameters["likelihood"])
 
-  def _image_log_prob(self, decoder_output: tf.Tensor,
+  def _image_log_prob(self, decoder_blocks: tf.Tensor,
                       targets: tf.Tensor) -> tf.Tensor:
-    """[N, H, W, C] logits or means, targets in [0, 1] -> [N] nats."""
-    return losses.image_log_prob(decoder_output, targets,
+    """[N, H/4, W/4, 16 C] logits or means in the decoder's blocks
+    (`networks.Decoder.blocks`), targets in [0, 1] arranged alike -> [N]
+    nats (a sum over pixels, whatever their arrangement)."""
+    return losses.image_log_prob(decoder_blocks, targets,
                                  self._hyperparameters["likelihood"],
                                  self._hyperparameters["image_std"])
 
@@ -253,17 +255,19 @@ class _PixelModel(EnvModel):
     return self.encode_actions(
         tf.cast(batch["action"][:, k - 1 + t], tf.int32))
 
-  def _mle_terms(self, decoder_output: tf.Tensor, reward_logits: tf.Tensor,
+  def _mle_terms(self, decoder_blocks: tf.Tensor, reward_logits: tf.Tensor,
                  batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """Per predicted frame terms over B * T (batch-major): image and reward
-    log-probs [B * T] and the reward squared error [B * T]."""
+    """Per predicted frame terms over B * T (batch-major), from the decoder's
+    blocks [B * T, H/4, W/4, 16 C]: image and reward log-probs [B * T] and
+    the reward squared error [B * T]."""
     k = self.spec.context_length
-    targets, _ = networks.merge_leading(
-        self._preprocess(batch["observation"][:, k:]))
+    observed, _ = networks.merge_leading(
+        tf.convert_to_tensor(batch["observation"])[:, k:])
+    targets = self._preprocess(networks.frame_blocks(observed))
     rewards = tf.reshape(tf.cast(batch["reward"][:, k:], tf.float32), [-1])
     expected = self._reward_head.expected_reward(reward_logits)
     return {
-        "image_log_prob": self._image_log_prob(decoder_output, targets),
+        "image_log_prob": self._image_log_prob(decoder_blocks, targets),
         "reward_log_prob": self._reward_head.log_prob(reward_logits, rewards),
         "reward_mse": tf.square(expected - rewards),
     }
@@ -419,7 +423,7 @@ class VAEBaseline(_PixelModel):
     free_nats_per = knobs.get("free_nats_per", "step")
     global_kl_scale = knobs.get("global_kl_scale", 0.0)
     p = self._posterior_pass(batch)
-    terms = self._mle_terms(self._decoder(p["features"]),
+    terms = self._mle_terms(self._decoder.blocks(p["features"]),
                             self._reward_head.logits(p["features"]), batch)
     kl_units = _diag_normal_kl_units(p["post_mean"], p["post_std"],
                                      p["prior_mean"], p["prior_std"])
@@ -455,7 +459,8 @@ class _TeacherForcedModel(_PixelModel):
   are accepted and ignored. Subclasses implement `_teacher_forced`."""
 
   def _teacher_forced(self, batch: Mapping[str, tf.Tensor]) -> Dict[str, Any]:
-    """-> {'lead': [B, T], 'decoder_output': [B * T, H, W, C],
+    """-> {'lead': [B, T], 'decoder_blocks': [B * T, H/4, W/4, 16 C] (the
+    decoder's blocks, `networks.Decoder.blocks`),
     'reward_logits': [B * T, bits + 2]} from the true previous frames."""
     raise NotImplementedError
 
@@ -463,7 +468,7 @@ class _TeacherForcedModel(_PixelModel):
     """Negative log-likelihood per frame (image + reward), teacher forced."""
     self._check_knobs(knobs)
     out = self._teacher_forced(batch)
-    terms = self._mle_terms(out["decoder_output"], out["reward_logits"], batch)
+    terms = self._mle_terms(out["decoder_blocks"], out["reward_logits"], batch)
     metrics = {name: tf.reduce_mean(value) for name, value in terms.items()}
     loss = -metrics["image_log_prob"] - metrics["reward_log_prob"]
     metrics.update(loss=loss,
@@ -474,7 +479,9 @@ class _TeacherForcedModel(_PixelModel):
       self, batch: Mapping[str, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
     """Teacher-forced predictions are the one-step predictions: both."""
     out = self._teacher_forced(batch)
-    frames = networks.split_leading(self._frame_mean(out["decoder_output"]),
+    decoder_output = networks.depth_to_space(out["decoder_blocks"],
+                                             networks.Decoder.BLOCK)
+    frames = networks.split_leading(self._frame_mean(decoder_output),
                                     out["lead"])
     return frames, frames
 
@@ -548,7 +555,7 @@ class AutoregressiveModel(_TeacherForcedModel):
                         for t in range(num_steps)], axis=1)  # [B, T, c * A]
     actions, _ = networks.merge_leading(actions)
     predictive = self._predict(_window(windows), actions)  # [B * T, h, w, D]
-    return dict(lead=lead, decoder_output=self._decoder(predictive),
+    return dict(lead=lead, decoder_blocks=self._decoder.blocks(predictive),
                 reward_logits=self._reward_head.logits(predictive))
 
 
@@ -635,6 +642,6 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     states, lead = networks.merge_leading(tf.stack(states, 1))  # [B * T, ...]
     mus, _ = networks.merge_leading(tf.stack(mus, 1))
     decoder_inputs = tf.concat([states, mus], -1)  # [B * T, h, w, D + Z]
-    return dict(lead=lead, decoder_output=self._decoder(decoder_inputs),
+    return dict(lead=lead, decoder_blocks=self._decoder.blocks(decoder_inputs),
                 reward_logits=self._reward_head.logits(decoder_inputs))
 

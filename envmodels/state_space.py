@@ -436,12 +436,15 @@ class StateSpaceModel(base.EnvModel):
     k = self.spec.context_length
     filtered = self._filter(batch, num_steps)
 
-    targets = losses.preprocess_frames(batch["observation"][:, k:],
-                                       self._bit_depth)  # [B, T, H, W, C]
+    observed, _ = networks.merge_leading(
+        tf.convert_to_tensor(batch["observation"])[:, k:])  # [B * T, H, W, C]
+    # In the decoder's blocks (Decoder.blocks): the same sum over pixels.
+    targets = losses.preprocess_frames(networks.frame_blocks(observed),
+                                       self._bit_depth)  # [B * T, H/4, W/4, 16C]
     merged, lead = networks.merge_leading(filtered.decoder_inputs)
-    decoder_output = networks.split_leading(self._decoder(merged), lead)
-    image_log_prob = losses.image_log_prob(
-        decoder_output, targets, self._likelihood, self._image_std)  # [B, T]
+    image_log_prob = networks.split_leading(losses.image_log_prob(
+        self._decoder.blocks(merged), targets, self._likelihood,
+        self._image_std), lead)  # [B, T]
     reward_logits = self._reward_logits(merged)
     true_reward = tf.cast(batch["reward"][:, k:], tf.float32)  # [B, T]
     reward_log_prob = networks.split_leading(

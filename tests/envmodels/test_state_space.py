@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import envmodels
-from envmodels import losses, state_space
+from envmodels import losses, networks, state_space
 
 FRAME = (16, 16, 3)
 NUM_ACTIONS = 5
@@ -493,7 +493,6 @@ def test_a_keyed_rollout_step_draws_the_priors_own_sample(kind):
 def test_res_conv_given_the_state_as_residual_adds_the_same_values():
   """The transition passes the state as ResConv's residual (so that the
   add fuses under bf16): the same as slicing it out of the input."""
-  from envmodels import networks  # pylint: disable=import-outside-toplevel
   block = networks.ResConv(state_channels=4, hidden=3)
   rng = np.random.RandomState(0)
   state = tf.constant(rng.randn(2, 3, 5, 4), tf.float32)
@@ -510,7 +509,6 @@ def test_the_encoders_space_to_depth_and_back_are_tensorflows(shape, block):
   """networks.space_to_depth / depth_to_space (a reshape and a transpose)
   give tf.nn's values and gradients exactly, in a tf.function with an
   unknown batch too."""
-  from envmodels import networks  # pylint: disable=import-outside-toplevel
   x = tf.constant(np.random.RandomState(0).randn(*shape), tf.float32)
   weights = tf.constant(np.random.RandomState(1).randn(*shape), tf.float32)
   unknown_batch = tf.TensorSpec([None, *shape[1:]], tf.float32)
@@ -532,3 +530,26 @@ def test_the_encoders_space_to_depth_and_back_are_tensorflows(shape, block):
         loss = tf.reduce_sum(out * tf.reshape(weights, tf.shape(out)))
       grads.append(tape.gradient(loss, arg).numpy())
     np.testing.assert_array_equal(*grads)
+
+
+@pytest.mark.parametrize("likelihood", ["bernoulli", "gaussian"])
+def test_the_likelihood_in_the_decoders_blocks_is_the_frames(likelihood):
+  """The losses compare `Decoder.blocks` with `frame_blocks` of the
+  targets: the same nats per frame as the full-resolution frames give."""
+  rng = np.random.RandomState(2)
+  decoder = networks.Decoder(3)
+  features = tf.constant(rng.randn(2, 6, 5, 8), tf.float32)
+  frames = tf.constant(rng.randint(0, 256, (2, 48, 40, 3)), tf.uint8)
+  blocks = networks.frame_blocks(frames)
+  np.testing.assert_array_equal(blocks.numpy(),
+                                tf.nn.space_to_depth(frames, 4).numpy())
+  np.testing.assert_array_equal(
+      decoder(features).numpy(),
+      tf.nn.depth_to_space(decoder.blocks(features), 4).numpy())
+  full = losses.image_log_prob(decoder(features),
+                               losses.preprocess_frames(frames), likelihood)
+  in_blocks = losses.image_log_prob(decoder.blocks(features),
+                                    losses.preprocess_frames(blocks),
+                                    likelihood)
+  assert full.shape == in_blocks.shape == (2,)
+  np.testing.assert_allclose(in_blocks.numpy(), full.numpy(), rtol=1e-6)
