@@ -66,14 +66,14 @@ def apply_updates(optimizer: snt.Optimizer,
   (1 - beta1^t) and eps_t = eps sqrt(1 - beta2^t): the same update, not
   the kernel's usual eps placement.
   """
-  dense = all(g is None or (isinstance(g, tf.Tensor) and g.dtype == v.dtype
-                            and v.dtype.is_floating)
-              for g, v in zip(gradients, variables))
   if len(gradients) != len(variables) or not variables:
     raise ValueError(
         f"apply_updates needs one gradient per variable (None where a "
         f"variable has none); given {len(gradients)} gradients for "
         f"{len(variables)} variables.")
+  dense = all(g is None or (isinstance(g, tf.Tensor) and g.dtype == v.dtype
+                            and v.dtype.is_floating)
+              for g, v in zip(gradients, variables))
   if isinstance(optimizer, snt.optimizers.Adam) and dense:
     _fused_adam(optimizer, gradients, variables)
   elif (isinstance(optimizer, snt.optimizers.RMSProp) and dense and
