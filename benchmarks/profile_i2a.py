@@ -100,6 +100,7 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
   }
   for name, value in side.items():
     unrolls[name] = np.repeat(np.repeat(value[:, None], n + 1, 1), batch, 0)
+
   def make_learner(optimizer: Any) -> learning.Learner:
     return learning.Learner(
         network, tf.data.Dataset.from_tensors(unrolls).repeat(), optimizer,
