@@ -71,10 +71,10 @@ def bernoulli_frame_log_prob(logits: tf.Tensor, targets: tf.Tensor):
 
   The values of `bernoulli_log_prob` summed, in float32 whatever the
   logits' dtype, with the sum and its gradient each one fused XLA kernel:
-  over a pretraining batch's frames the elementwise softplus, its sigmoid
-  gradient and their products were a sixth of the `small` dSSM-DET's
-  step (docs/performance.md, "Pretraining"). No gradient flows to the
-  targets (they are data).
+  in the `small` dSSM-DET's pretraining step the elementwise softplus and
+  its sigmoid gradient alone were 14% of the kernels' time
+  (docs/performance.md, "Pretraining"). No gradient flows to the targets
+  (they are data).
   """
   value = _bernoulli_frame_sum(logits, targets)
 
