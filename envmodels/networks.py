@@ -173,6 +173,16 @@ def frame_blocks(frames: tf.Tensor) -> tf.Tensor:
   return space_to_depth(frames, Decoder.BLOCK)
 
 
+def target_blocks(observation: tf.Tensor, first: int,
+                  bit_depth: int) -> tf.Tensor:
+  """The likelihood's targets from uint8 windows [B, L, H, W, C]: frames
+  `first`.. of each, preprocessed (`losses.preprocess_frames`) and
+  arranged as the decoder's blocks: float32 [B * (L - first), H/4, W/4,
+  16 C], batch-major."""
+  frames, _ = merge_leading(tf.convert_to_tensor(observation)[:, first:])
+  return losses.preprocess_frames(frame_blocks(frames), bit_depth)
+
+
 def tile_vector(vector: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
   """Broadcasts [B, n] over the map of `like` [B, h, w, d] -> [B, h, w, n]."""
   shape = tf.concat([tf.shape(like)[:3], tf.shape(vector)[1:]], 0)

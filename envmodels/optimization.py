@@ -17,7 +17,7 @@ per variable (docs/performance.md, "Fused optimizer updates").
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
@@ -100,48 +100,52 @@ def _slots(optimizer: snt.Optimizer, name: str,
 def _fused_adam(optimizer: snt.optimizers.Adam,
                 gradients: Sequence[Optional[tf.Tensor]],
                 variables: Sequence[tf.Variable]) -> None:
-  m_slots = _slots(optimizer, "m", variables)
-  v_slots = _slots(optimizer, "v", variables)
   optimizer.step.assign_add(1)
-  cache = {}
-  for gradient, variable, m, v in zip(gradients, variables, m_slots, v_slots):
-    if gradient is None:
-      continue
-    dtype = variable.dtype
-    if dtype not in cache:
-      t = tf.cast(optimizer.step, dtype)
-      beta1 = tf.cast(optimizer.beta1, dtype)
-      beta2 = tf.cast(optimizer.beta2, dtype)
-      beta1_power, beta2_power = tf.pow(beta1, t), tf.pow(beta2, t)
-      cache[dtype] = dict(
-          beta1_power=beta1_power, beta2_power=beta2_power,
-          lr=tf.cast(optimizer.learning_rate, dtype), beta1=beta1,
-          beta2=beta2, epsilon=tf.cast(optimizer.epsilon, dtype) *
-          tf.sqrt(1.0 - beta2_power))
-    tf.raw_ops.ResourceApplyAdam(var=variable.handle, m=m.handle,
-                                 v=v.handle, grad=gradient, **cache[dtype])
+
+  def scalars(dtype: tf.DType) -> Dict[str, tf.Tensor]:
+    t = tf.cast(optimizer.step, dtype)
+    beta1 = tf.cast(optimizer.beta1, dtype)
+    beta2 = tf.cast(optimizer.beta2, dtype)
+    beta2_power = tf.pow(beta2, t)
+    return dict(beta1_power=tf.pow(beta1, t), beta2_power=beta2_power,
+                lr=tf.cast(optimizer.learning_rate, dtype), beta1=beta1,
+                beta2=beta2, epsilon=tf.cast(optimizer.epsilon, dtype) *
+                tf.sqrt(1.0 - beta2_power))
+  _apply_kernel(tf.raw_ops.ResourceApplyAdam, optimizer, dict(m="m", v="v"),
+                scalars, gradients, variables)
 
 
 def _fused_rmsprop(optimizer: snt.optimizers.RMSProp,
                    gradients: Sequence[Optional[tf.Tensor]],
                    variables: Sequence[tf.Variable]) -> None:
-  ms_slots = _slots(optimizer, "ms", variables)
-  mom_slots = _slots(optimizer, "mom", variables)
-  cache = {}
-  for gradient, variable, ms, mom in zip(gradients, variables, ms_slots,
-                                         mom_slots):
+  def scalars(dtype: tf.DType) -> Dict[str, tf.Tensor]:
+    return dict(lr=tf.cast(optimizer.learning_rate, dtype),
+                rho=tf.cast(optimizer.decay, dtype),
+                momentum=tf.cast(optimizer.momentum, dtype),
+                epsilon=tf.cast(optimizer.epsilon, dtype))
+  _apply_kernel(tf.raw_ops.ResourceApplyRMSProp, optimizer,
+                dict(ms="ms", mom="mom"), scalars, gradients, variables)
+
+
+def _apply_kernel(kernel: Callable[..., Any], optimizer: snt.Optimizer,
+                  slot_args: Dict[str, str],
+                  scalars: Callable[[tf.DType], Dict[str, tf.Tensor]],
+                  gradients: Sequence[Optional[tf.Tensor]],
+                  variables: Sequence[tf.Variable]) -> None:
+  """`kernel` once per variable with a gradient: its slots (kernel
+  argument -> the optimizer's slot list) and `scalars(dtype)`, built once
+  per dtype."""
+  slots = {arg: _slots(optimizer, name, variables)
+           for arg, name in slot_args.items()}
+  per_dtype: Dict[tf.DType, Dict[str, tf.Tensor]] = {}
+  for i, (gradient, variable) in enumerate(zip(gradients, variables)):
     if gradient is None:
       continue
-    dtype = variable.dtype
-    if dtype not in cache:
-      cache[dtype] = dict(
-          lr=tf.cast(optimizer.learning_rate, dtype),
-          rho=tf.cast(optimizer.decay, dtype),
-          momentum=tf.cast(optimizer.momentum, dtype),
-          epsilon=tf.cast(optimizer.epsilon, dtype))
-    tf.raw_ops.ResourceApplyRMSProp(var=variable.handle, ms=ms.handle,
-                                    mom=mom.handle, grad=gradient,
-                                    **cache[dtype])
+    if variable.dtype not in per_dtype:
+      per_dtype[variable.dtype] = scalars(variable.dtype)
+    kernel(var=variable.handle, grad=gradient,
+           **{arg: slot[i].handle for arg, slot in slots.items()},
+           **per_dtype[variable.dtype])
 
 
 def check_finite(variables: Sequence[tf.Variable], what: str) -> None:

@@ -261,9 +261,8 @@ class _PixelModel(EnvModel):
     blocks [B * T, H/4, W/4, 16 C]: image and reward log-probs [B * T] and
     the reward squared error [B * T]."""
     k = self.spec.context_length
-    observed, _ = networks.merge_leading(
-        tf.convert_to_tensor(batch["observation"])[:, k:])
-    targets = self._preprocess(networks.frame_blocks(observed))
+    targets = networks.target_blocks(batch["observation"], k,
+                                     self._hyperparameters["bit_depth"])
     rewards = tf.reshape(tf.cast(batch["reward"][:, k:], tf.float32), [-1])
     expected = self._reward_head.expected_reward(reward_logits)
     return {

@@ -436,11 +436,9 @@ class StateSpaceModel(base.EnvModel):
     k = self.spec.context_length
     filtered = self._filter(batch, num_steps)
 
-    observed, _ = networks.merge_leading(
-        tf.convert_to_tensor(batch["observation"])[:, k:])  # [B * T, H, W, C]
     # In the decoder's blocks (Decoder.blocks): the same sum over pixels.
-    targets = losses.preprocess_frames(networks.frame_blocks(observed),
-                                       self._bit_depth)  # [B * T, H/4, W/4, 16C]
+    targets = networks.target_blocks(batch["observation"], k,
+                                     self._bit_depth)  # [B * T, H/4, W/4, 16C]
     merged, lead = networks.merge_leading(filtered.decoder_inputs)
     image_log_prob = networks.split_leading(losses.image_log_prob(
         self._decoder.blocks(merged), targets, self._likelihood,
