@@ -32,6 +32,11 @@ In one process with the learner (the embedded runtime) the actor may put
 each unroll batch {field: [N, ...]} whole into an in-process queue instead
 (`sink`, agents/learning.py LocalUnrolls): the same items, no Reverb.
 
+Under 'bf16' an actor that pulls its weights keeps bfloat16 copies of its
+network's weights (envmodels/precision.py WeightCopies), refreshed when a
+pull changes them: its acting calls read those instead of casting every
+weight at every step (the same values).
+
 Consecutive unrolls of an environment share their boundary window (o_n of
 one is o_0 of the next). The vector env resets an environment on the step
 that ends its episode (same-step autoreset): the next window is that new
@@ -55,6 +60,7 @@ from absl import logging
 
 from agents.base import ActorCriticNetwork
 from agents.variables import LocalVariables, VariableClient
+from envmodels import precision
 from i2a.replay import tables
 
 
@@ -260,7 +266,7 @@ class Actor:
                                                LocalVariables]] = None,
                table: str = tables.UNROLLS, greedy: bool = False,
                sink: Optional["UnrollSink"] = None,
-               unrolls_per_item: int = 1):
+               unrolls_per_item: int = 1, weight_copies: bool = True):
     """
     Args:
       network: the acting copy of the network (its variables created).
@@ -280,6 +286,9 @@ class Actor:
         items of this many environments' unrolls (a divisor of num_envs;
         the runtimes choose it: i2a/run/train.py `unrolls_per_item`); the
         table's signature must agree (`unroll_signature`).
+      weight_copies: with a variable client, act on bfloat16 copies of the
+        network's weights under 'bf16' (refreshed after each pull that
+        changes them); False: the rewrite casts the weights at every step.
     """
     if client is not None and sink is not None:
       raise ValueError("an Actor writes its unrolls to Reverb (client) or "
@@ -308,6 +317,8 @@ class Actor:
     self._rng = np.random.default_rng(seed)
     self._writer: Optional[reverb.TrajectoryWriter] = None
     self.num_envs = envs.num_envs
+    self._weight_copies: Optional[precision.WeightCopies] = None
+    self.use_weight_copies(weight_copies)
     observations, _ = envs.reset(seed=seed)
     self._windows = FrameWindows(observations, network.window_offsets)
     # The model's encodings of the frame history, where the network keeps
@@ -344,6 +355,7 @@ class Actor:
     inputs: one `network.act` call, or, for the window an unroll starts
     with, the side inputs the last unroll computed (the same environment
     states) and the logits under the newly pulled weights."""
+    self._refresh_copies()
     if not self._side_spec or self._side_cache is not None:
       side = self._current_side_inputs()
       return self.policy_logits(self._windows.frames, side), side
@@ -357,6 +369,7 @@ class Actor:
     if not self._side_spec:
       return None
     if self._side_cache is None:
+      self._refresh_copies()
       self._side_cache = self.network.side_inputs(
           self._windows.frames, self.environments, self._context)
     return self._side_cache
@@ -365,6 +378,28 @@ class Actor:
     """Pulls the learner's newest weights (if there is a variable client)."""
     if self._variable_client is not None:
       self._variable_client.update()
+
+  def use_weight_copies(self, on: bool) -> None:
+    """Acts on bfloat16 copies of the weights under 'bf16' (on, with a
+    variable client: the frozen envmodel's copied once, now, the learnable
+    weights again after each pull, `_refresh_copies`), or on the weights
+    (off: the rewrite casts them at every step)."""
+    on = on and self._variable_client is not None
+    if on and self._weight_copies is None:
+      self._weight_copies = precision.WeightCopies(
+          self.network.variables, refreshed=self.network.learnable_variables)
+      self._copied_updates = -1  # the client's `updates` the copies hold
+    self._copies_on = on
+    self.network.read_weight_copies(self._weight_copies if on else None)
+
+  def _refresh_copies(self) -> None:
+    """Brings the bfloat16 weight copies up to the weights the variable
+    client assigned last (whoever called its `update`), under 'bf16'."""
+    if (self._copies_on
+        and self._copied_updates != self._variable_client.updates
+        and precision.current() == "bf16"):
+      self._weight_copies.refresh()
+      self._copied_updates = self._variable_client.updates
 
   def unroll(self, pull: bool = True
              ) -> Tuple[Dict[str, np.ndarray], List[Episode]]:

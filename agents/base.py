@@ -22,13 +22,15 @@ no gradient has to pass through them. A2C has none.
 from __future__ import annotations
 
 import abc
-from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
 from agents import compiled
+from envmodels import precision
 
 
 class NetworkOutput(NamedTuple):
@@ -194,9 +196,31 @@ class ActorCriticNetwork(snt.Module, abc.ABC):
     inputs (numpy in and out), in one compiled call built on first use
     (agents/compiled.py: no tf.function dispatch per call)."""
     if getattr(self, "_policy_logits_fn", None) is None:
-      self._policy_logits_fn = compiled.Compiled(
+      self._policy_logits_fn = self.acting_call(
           lambda w, s: self(w, s or None).policy_logits)
     return self._policy_logits_fn(windows, dict(side_inputs or {})).numpy()
+
+  # -- Acting calls: compiled, reading the actor's weight copies -------------
+
+  def acting_call(self, fn: Callable[..., Any]) -> compiled.Compiled:
+    """`fn` as one of this network's compiled acting calls (no tf.function
+    dispatch per call: agents/compiled.py), traced to read the bfloat16
+    weight copies of `read_weight_copies` while they are in use."""
+    return compiled.Compiled(fn, trace_scope=self._acting_scope)
+
+  def read_weight_copies(self,
+                         copies: Optional[precision.WeightCopies]) -> None:
+    """Acting calls read `copies` (bfloat16 copies of this network's
+    weights; None: the weights themselves) whenever the precision is
+    'bf16'; the caller refreshes the copies whenever the weights change
+    (agents/acting.py Actor: after each pull)."""
+    self._weight_copies = copies
+
+  def _acting_scope(self) -> Tuple[Any, Any]:
+    copies = getattr(self, "_weight_copies", None)
+    if copies is None or precision.current() != "bf16":
+      return compiled.no_scope()
+    return copies.key, copies.reading()
 
   def auxiliary_loss(self, output: NetworkOutput
                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:

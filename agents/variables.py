@@ -281,6 +281,7 @@ class VariableClient:
     self.generation = -1  # and the generation of the learner that made them
     self.refusals = 0
     self.refusals_by_reason: Dict[str, int] = collections.Counter()
+    self.updates = 0  # times `update` assigned new values
     self._checked = False
 
   @property
@@ -313,6 +314,7 @@ class VariableClient:
     for variable, value in zip(self._variables, item.values):
       variable.assign(value)
     self.generation, self.learner_step = item.version
+    self.updates += 1
     return True
 
   def _refuse(self, reason: str, item: PublishedVariables) -> bool:
@@ -356,6 +358,7 @@ class LocalVariables:
     self.learner_step = -1  # the step of the values `target` holds
     self._publications = 0  # publish() calls so far
     self._held = 0  # the publication `target` holds (0: none)
+    self.updates = 0  # times `update` assigned new values
     self._copy_in = tf.function(lambda: self._copy(self._source,
                                                    self._snapshot))
     self._copy_out = tf.function(lambda: self._copy(self._snapshot,
@@ -390,6 +393,7 @@ class LocalVariables:
     self._copy_out()
     self._held = self._publications
     self.learner_step = self.published_step
+    self.updates += 1
     return True
 
   def close(self) -> None:

@@ -16,9 +16,13 @@ envmodels/noise.py) runs inside an async wrapper and is not counted.
 
 Targets (`--target`), each built as its benchmark builds it, untrained
 (the compute does not depend on the weights):
-  act            the `small` MsPacman I2A's fused acting step with the
-                 actor's cache of context encodings (`profile_i2a.py`;
-                 `--row` picks another I2A row of train_throughput.py)
+  act            the `small` MsPacman I2A's fused acting step as an
+                 actor that pulls its weights runs it: with its cache of
+                 context encodings, on bfloat16 copies of the weights
+                 under bf16 (`profile_i2a.py`; `--row` picks another I2A
+                 row of train_throughput.py)
+  act:casts      the same step on the weights themselves (the rewrite
+                 casts each at every call)
   learner_step   that I2A's learner step (16 unrolls of 5 steps, stored
                  rollouts)
   pretrain:KIND  the `small` preset's pretraining step of KIND
@@ -67,8 +71,9 @@ def build_target(target: str, tmpdir: str, row: str, batch_size: int
   kind, _, rest = target.partition(":")
   if kind in ("act", "learner_step"):
     parts = profile_i2a.parts(tmpdir, row)
-    fn = parts["act (fused, cached context)" if kind == "act"
-               else "learner step"]
+    fn = parts[{"act": "act (fused, cached context, bf16 weight copies)",
+                "act:casts": "act (fused, cached context)",
+                "learner_step": "learner step"}[target]]
     call = lambda: profile_i2a.finish(fn())
   elif kind == "pretrain" and rest:
     import pretrain_speed
@@ -125,7 +130,7 @@ def trace(call: Callable[[], Any], calls: int
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--target", default="learner_step",
-                      help="act, learner_step, pretrain:KIND or "
+                      help="act, act:casts, learner_step, pretrain:KIND or "
                       "rollout:KIND:SIZE")
   parser.add_argument("--precision", default="auto")
   parser.add_argument("--calls", type=int, default=5,
@@ -145,10 +150,11 @@ def main() -> None:
     parser.error(f"--calls and --top must be >= 1, given {args.calls} and "
                  f"{args.top}.")
   kind, _, rest = args.target.partition(":")
-  if not (args.target in ("act", "learner_step") or
+  if not (args.target in ("act", "act:casts", "learner_step") or
           (kind == "pretrain" and rest) or
           (kind == "rollout" and rest.count(":") == 1)):
-    parser.error(f"--target must be act, learner_step, pretrain:KIND or "
+    parser.error(f"--target must be act, act:casts, learner_step, "
+                 f"pretrain:KIND or "
                  f"rollout:KIND:SIZE (e.g. pretrain:dssm_det, "
                  f"rollout:sssm:paper), given {args.target!r}.")
   threads = precision.set_threads(args.threads)  # before any TF op

@@ -13,6 +13,10 @@ tau = 3, 16 environments) and times, at each precision side by side
                     its cache of context-frame encodings (the newest frame
                     encoded, the older ones read: agents/base.py
                     ContextEncodings)
+  act (fused, cached context, bf16 weight copies)  the same step reading
+                    bfloat16 copies of the weights, as an actor that pulls
+                    its weights runs it under 'bf16' (envmodels/precision.py
+                    WeightCopies; under fp32 it is the step above)
   learner step      one update on a batch of 16 unrolls of 5 steps with the
                     actor's stored rollouts (forward over 96 windows,
                     backward, RMSProp)
@@ -27,6 +31,7 @@ Prints a markdown table and writes benchmarks/results/profile_i2a.json.
 
   python benchmarks/profile_i2a.py [--precisions fp32,bf16] [--rounds 5]
       [--row i2a_distillation/mspacman] [--threads auto] [--branches auto]
+      [--parts act]
 """
 
 from __future__ import annotations
@@ -105,6 +110,15 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
     return learning.Learner(
         network, tf.data.Dataset.from_tensors(unrolls).repeat(), optimizer,
         discount=0.99, value_coef=0.5, entropy_coef=0.01, clip_norm=0.5)
+  copies = precision.WeightCopies(network.variables,
+                                   refreshed=network.learnable_variables)
+
+  def acting(call: Callable[[], Any], weight_copies: bool
+             ) -> Callable[[], Any]:
+    def run():
+      network.read_weight_copies(copies if weight_copies else None)
+      return call()
+    return run
   learner = make_learner(learning.rmsprop(7e-4, 0.99, 1e-5))
   unfused = make_learner(SonnetApply(learning.rmsprop(7e-4, 0.99, 1e-5)))
   return {
@@ -112,9 +126,11 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
                                                 config.num_envs)),
       "initial state": lambda: initial(context),
       "model steps": lambda: steps(state),
-      "act (fused)": lambda: network.act(windows, None),
-      "act (fused, cached context)": lambda: cached_act(network, windows,
-                                                        cache),
+      "act (fused)": acting(lambda: network.act(windows, None), False),
+      "act (fused, cached context)": acting(
+          lambda: cached_act(network, windows, cache), False),
+      "act (fused, cached context, bf16 weight copies)": acting(
+          lambda: cached_act(network, windows, cache), True),
       "learner step": learner.step,
       "learner step, Sonnet's update": unfused.step,
   }
@@ -172,6 +188,9 @@ def main() -> None:
   parser.add_argument("--branches", default="auto",
                       help="row branches to compare, e.g. '1,auto' "
                       "(envmodels/branches.py)")
+  parser.add_argument("--parts", default="",
+                      help="time only the parts whose names contain one of "
+                      "these comma-separated strings, e.g. 'act'")
   parser.add_argument("--output",
                       default=os.path.join(RESULTS, "profile_i2a.json"))
   args = parser.parse_args()
@@ -184,7 +203,13 @@ def main() -> None:
   labels = {v: v[0] if len(counts) == 1 else f"{v[0]}, {v[1]} branch(es)"
             for v in variants}
   with tempfile.TemporaryDirectory() as tmpdir:
-    built = {b: in_branches(parts(tmpdir, args.row), b) for b in counts}
+    wanted = [w for w in args.parts.split(",") if w]
+    built = {b: {name: fn for name, fn in
+                 in_branches(parts(tmpdir, args.row), b).items()
+                 if not wanted or any(w in name for w in wanted)}
+             for b in counts}
+    if not built[counts[0]]:
+      raise SystemExit(f"--parts={args.parts!r} matches no part.")
     for p, b in variants:  # trace and optimise each
       with precision.scope(p):
         for fn in built[b].values():

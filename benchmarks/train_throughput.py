@@ -11,7 +11,9 @@ unrolls + one learner step, and reports:
   actor ms/unroll, learner ms/step   where the time goes
   x A2C             env steps/s over the A2C row's on the same environment
                     (same precision, transport, number of envs and
-                    overlap: config.overlap_acting, `--overlap off,on`)
+                    overlap: config.overlap_acting, `--overlap off,on`;
+                    `--weight_copies on,off` adds rows ROW.../casts whose
+                    actor acts on the weights, not their bfloat16 copies)
   GFLOP/window      float operations of acting on one window (TensorFlow's
                     graph profiler; an I2A's rollouts included, the
                     oracle's emulator steps not): the I2A's cost is its
@@ -26,6 +28,7 @@ there (one).
   python benchmarks/train_throughput.py [--rows a2c/minipacman,a2c/mspacman]
       [--updates 100] [--warmup 10] [--precisions fp32,bf16]
       [--transports local,reverb] [--overlap off,on] [--repeats 3]
+      [--weight_copies on,off]
       [--interleave B]
       [--writes B [--items_of 1,4,0]] [--threads auto] [--output FILE]
 
@@ -211,7 +214,8 @@ def forward_gflop_per_window(network: Any, batch: int,
 
 def measure(row: Row, updates: int, warmup: int,
             precision: str = "", transport: str = "local",
-            overlap: bool = False) -> Dict[str, Any]:
+            overlap: bool = False, weight_copies: bool = True
+            ) -> Dict[str, Any]:
   with tempfile.TemporaryDirectory() as tmpdir:
     config = load_config(row, tmpdir)
     if precision:
@@ -221,6 +225,7 @@ def measure(row: Row, updates: int, warmup: int,
     trainer = training.Trainer(config, os.path.join(tmpdir, "run"),
                                transport=transport)
     try:
+      trainer.actor.use_weight_copies(weight_copies)
       gflop = forward_gflop_per_window(trainer.actor.network,
                                        config.num_envs,
                                        trainer.observation_shape)
@@ -254,7 +259,7 @@ def measure(row: Row, updates: int, warmup: int,
       config_file=row.config_file, preset=row.preset,
       overrides={k: str(v) for k, v in row.overrides.items()},
       precision=config.precision, transport=transport,
-      overlap_acting=overlap,
+      overlap_acting=overlap, weight_copies=weight_copies,
       env_id=config.protocol.env_id, num_envs=config.num_envs,
       unroll_length=config.unroll_length, batch_size=config.batch_size,
       observation_size=list(config.protocol.observation_size),
@@ -470,6 +475,10 @@ def main() -> None:
                       "beside the learner's step); each row at each, "
                       "named ROW.../overlap when on (the parts' ms are "
                       "then not separable: nan)")
+  parser.add_argument("--weight_copies", default="on",
+                      help="on, off or both: the actor acts on bfloat16 "
+                      "copies of its weights under bf16 (agents/acting.py; "
+                      "rows named ROW.../casts when off)")
   parser.add_argument("--repeats", type=int, default=1,
                       help="measure every cell this many times, round-"
                       "robin (all cells once, then again), and report "
@@ -557,24 +566,32 @@ def main() -> None:
   overlaps = [o for o in args.overlap.split(",") if o]
   if not overlaps or set(overlaps) - {"off", "on"}:
     parser.error(f"--overlap takes off, on; given {args.overlap!r}")
+  copies = [c for c in args.weight_copies.split(",") if c]
+  if not copies or set(copies) - {"off", "on"}:
+    parser.error(f"--weight_copies takes off, on; given "
+                 f"{args.weight_copies!r}")
   cells = {}
   for name in names:
     for precision in precisions:
       for transport in transports:
         for overlap in overlaps:
-          label = f"{name}@{precision}" if precision else name
-          if len(transports) > 1:
-            label += f"/{transport}"
-          if overlap == "on":
-            label += "/overlap"
-          cells[label] = (name, precision, transport, overlap == "on")
+          for copy in copies:
+            label = f"{name}@{precision}" if precision else name
+            if len(transports) > 1:
+              label += f"/{transport}"
+            if overlap == "on":
+              label += "/overlap"
+            if copy == "off":
+              label += "/casts"
+            cells[label] = (name, precision, transport, overlap == "on",
+                            copy == "on")
   samples: Dict[str, list] = {label: [] for label in cells}
   for repeat in range(args.repeats):
-    for label, (name, precision, transport, overlap) in cells.items():
+    for label, (name, precision, transport, overlap, copy) in cells.items():
       print(f"measuring {label} (repeat {repeat + 1} of {args.repeats}) ...",
             file=sys.stderr, flush=True)
       samples[label].append(measure(ROWS[name], args.updates, args.warmup,
-                                    precision, transport, overlap))
+                                    precision, transport, overlap, copy))
   results = {}
   for label, runs in samples.items():
     rates = [r["env_steps_per_s"] for r in runs]
@@ -591,11 +608,11 @@ def main() -> None:
   # Each row against A2C on the same environment at the same precision,
   # measured in this run.
   a2c = {(r["env_id"], r["precision"], r["transport"], r["num_envs"],
-          r["overlap_acting"]): r["env_steps_per_s"]
+          r["overlap_acting"], r["weight_copies"]): r["env_steps_per_s"]
          for name, r in results.items() if name.startswith("a2c/")}
   for r in results.values():
     key = (r["env_id"], r["precision"], r["transport"], r["num_envs"],
-           r["overlap_acting"])
+           r["overlap_acting"], r["weight_copies"])
     r["relative_to_a2c"] = (r["env_steps_per_s"] / a2c[key]
                             if key in a2c else None)
   io_utils.atomic_write_json(args.output, report)

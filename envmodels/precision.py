@@ -57,10 +57,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import os
-from typing import Any, Dict, Iterator, Tuple
+import threading
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
+import sonnet as snt
 import tensorflow as tf
 
 from envmodels import branches
@@ -127,8 +130,16 @@ def resolve(precision: str) -> str:
   return precision
 
 
+# What the last set_precision set (None: not called; then read off
+# TensorFlow's options, a 30 us call that acting calls ask every step).
+_current: Optional[str] = None
+
+
 def current() -> str:
-  """The precision tf.functions run in now ('fp32', 'bf16' or 'fp16')."""
+  """The precision tf.functions run in now ('fp32', 'bf16' or 'fp16'), as
+  set_precision (or `scope`) last set it."""
+  if _current is not None:
+    return _current
   options = tf.config.optimizer.get_experimental_options()
   for name, option in _REWRITES.items():
     if options.get(option):
@@ -148,6 +159,8 @@ def set_precision(precision: str) -> str:
           listed + [op for op in FLOAT32_OPS if op not in listed])
   tf.config.optimizer.set_experimental_options(
       {option: name == resolved for name, option in _REWRITES.items()})
+  global _current
+  _current = resolved
   return resolved
 
 
@@ -159,6 +172,87 @@ def scope(precision: str) -> Iterator[str]:
     yield set_precision(precision)
   finally:
     set_precision(previous)
+
+
+_READING_LOCK = threading.RLock()
+_COPIES_KEYS = itertools.count()
+
+
+class WeightCopies:
+  """bfloat16 copies of float32 weights, read by graphs instead of casting.
+
+  Under 'bf16' the rewrite casts every float32 weight a bfloat16 op reads,
+  at every call of the graph: an actor's step recasts the same weights
+  each of the n steps of an unroll (14.5% of the MsPacman act's kernel
+  time: docs/performance.md, "The act's weights in bfloat16"). Graphs
+  traced inside `reading()` read each weight here as a cast of its
+  bfloat16 copy (a getter on the modules' attribute reads), a
+  pair of casts the rewrite folds into the copy itself; the values are
+  the rewrite's own (both round to nearest even). The copies are made
+  from the weights' values at construction and again at each `refresh`:
+  whoever changes the weights refreshes them (agents/acting.py, after
+  each pull of the learner's weights).
+
+  Weights are float32 variables of rank >= 2 (matrices and kernels: the
+  casts that cost; biases and scales stay as they are).
+  """
+
+  def __init__(self, variables: Sequence[tf.Variable],
+               refreshed: Optional[Sequence[tf.Variable]] = None):
+    """variables: all the weights graphs may read (each copied once, now);
+    refreshed: those `refresh` copies again (default: all), e.g. the
+    learnable weights of a network whose frozen envmodel never changes."""
+    weights = [v for v in variables
+               if v.dtype == tf.float32 and v.shape.rank >= 2]
+    self._copies: Dict[Any, tf.Variable] = {
+        v.ref(): tf.Variable(tf.cast(v, tf.bfloat16), trainable=False,
+                             name="bf16_copy") for v in weights}
+    refreshed = weights if refreshed is None else [
+        v for v in refreshed if v.ref() in self._copies]
+    pairs = [(v, self._copies[v.ref()]) for v in refreshed]
+
+    def refresh() -> None:
+      for variable, copy in pairs:
+        copy.assign(tf.cast(variable, tf.bfloat16))
+    self._refresh = tf.function(refresh)
+    self.refreshes = 0
+    # Names these copies in trace caches (agents/compiled.py): unlike an
+    # id(), never reused by later copies.
+    self.key = ("bf16 weight copies", next(_COPIES_KEYS))
+
+  def __len__(self) -> int:
+    return len(self._copies)
+
+  def refresh(self) -> None:
+    """Copies the `refreshed` weights' current values (one tf.function)."""
+    self._refresh()
+    self.refreshes += 1
+
+  @contextlib.contextmanager
+  def reading(self) -> Iterator[None]:
+    """Graphs traced in this block read the copies (trace time only).
+
+    Sonnet's `custom_variable_getter` does this for every attribute of
+    every module (through dm-tree, which warns on sets); this getter
+    looks at variable attributes only, the way modules hold weights. The
+    patch is the class's, so traces inside it are serialised (a lock):
+    two threads' patches never interleave."""
+    with _READING_LOCK:
+      original = snt.Module.__getattribute__
+      copies = self._copies
+
+      def read(module: snt.Module, name: str) -> Any:
+        value = original(module, name)
+        if isinstance(value, tf.Variable):
+          copy = copies.get(value.ref())
+          if copy is not None:
+            return tf.cast(copy, tf.float32)
+        return value
+      snt.Module.__getattribute__ = read
+      try:
+        yield
+      finally:
+        snt.Module.__getattribute__ = original
 
 
 THREADS_AUTO, THREADS_DEFAULT = "auto", "default"

@@ -56,7 +56,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
-from agents import builder, compiled
+from agents import builder
 from agents.a2c.networks import ConvTorso, frames_on_channels
 from agents.base import ActorCriticNetwork, ContextEncodings, NetworkOutput
 from agents.imagination import imagination as imagination_lib
@@ -355,7 +355,7 @@ class I2ANetwork(ActorCriticNetwork):
       return None
     history = np.asarray(history)  # [N, L, H, W, C]
     if getattr(self, "_encode_fn", None) is None:
-      self._encode_fn = compiled.Compiled(self.model.encode_context_frames)
+      self._encode_fn = self.acting_call(self.model.encode_context_frames)
     encoded = self._encode_fn(
         history.reshape((-1,) + history.shape[2:])).numpy()  # [N * L, ...]
     return ContextEncodings(encoded.reshape(history.shape[:2] +
@@ -396,7 +396,7 @@ class I2ANetwork(ActorCriticNetwork):
     self._check_window(windows)
     if context is not None and self.caches_context:
       if getattr(self, "_cached_side_fn", None) is None:
-        self._cached_side_fn = compiled.Compiled(self._cached_side_inputs)
+        self._cached_side_fn = self.acting_call(self._cached_side_inputs)
       side, newest = self._cached_side_fn(
           *self._context_arguments(windows, context))
       context.fill(newest.numpy())
@@ -430,14 +430,14 @@ class I2ANetwork(ActorCriticNetwork):
     self._check_window(windows)
     if context is not None and self.caches_context:
       if getattr(self, "_cached_act_fn", None) is None:
-        self._cached_act_fn = compiled.Compiled(self._cached_act)
+        self._cached_act_fn = self.acting_call(self._cached_act)
       logits, side, newest = self._cached_act_fn(
           *self._context_arguments(windows, context))
       context.fill(newest.numpy())
     else:
       if getattr(self, "_fused_act_fn", None) is None:
         # One compiled call per step, without tf.function's dispatch.
-        self._fused_act_fn = compiled.Compiled(self._fused_act)
+        self._fused_act_fn = self.acting_call(self._fused_act)
       logits, side = self._fused_act_fn(windows)
     return logits.numpy(), {name: value.numpy()
                             for name, value in side.items()}

@@ -33,3 +33,28 @@ def test_compiled_tells_structures_apart_by_their_keys():
   one = np.ones([1], np.float32)
   np.testing.assert_array_equal(compiled({"a": one}).numpy(), [2.0])
   np.testing.assert_array_equal(compiled({"b": one}).numpy(), [1.0])
+
+
+def test_compiled_traces_each_scope_key_inside_its_scope():
+  entered = []
+  key = ["plain"]
+
+  class Scope:
+    def __enter__(self):
+      entered.append(key[0])
+
+    def __exit__(self, *exc):
+      entered.append("exit")
+
+  def fn(x):
+    return x + (10.0 if entered and entered[-1] == "scaled" else 0.0)
+
+  compiled = Compiled(fn, trace_scope=lambda: (key[0], Scope()))
+  x = np.ones([2], np.float32)
+  np.testing.assert_array_equal(compiled(x).numpy(), [1.0, 1.0])
+  key[0] = "scaled"
+  np.testing.assert_array_equal(compiled(x).numpy(), [11.0, 11.0])
+  compiled(x)  # traced already under this key: no scope entered
+  key[0] = "plain"
+  np.testing.assert_array_equal(compiled(x).numpy(), [1.0, 1.0])
+  assert entered == ["plain", "exit", "scaled", "exit"]
