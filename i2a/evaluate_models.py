@@ -10,7 +10,9 @@ frame (over all pixels, and over the moving pixels alone: sprites, score,
 eaten pellets), rollout time relative to AR (measured in this run),
 imagined transitions/s,
 computed in --precision (envmodels/precision.py; 'auto': bf16 where the CPU
-has it). Likelihoods are computed in the same precision. DIR/run_info.json
+has it) with TensorFlow's thread pools sized by --threads (as every other
+binary sizes them; both recorded in model_table.json). Likelihoods are
+computed in the same precision. DIR/run_info.json
 records the invocations (i2a/runs.py). There is no --config or --workdir:
 the flags above are the whole configuration (--print_config shows them).
 """
@@ -41,16 +43,25 @@ _ROLLOUT_BATCH = flags.DEFINE_integer("rollout_batch", 32,
                                       "Rollouts timed in parallel.")
 _PRECISION = flags.DEFINE_enum("precision", "auto", precision.PRECISIONS,
                                "Compute precision of the evaluation.")
+_THREADS = flags.DEFINE_string(
+    "threads", precision.THREADS_AUTO, "TensorFlow's thread pools: 'auto', "
+    "'default' (TensorFlow's own) or 'INTRA,INTER' (envmodels/precision.py).")
 flags.adopt_module_key_flags(cli)
 
 
 def main(argv):
   del argv
   cli.start(holders=[_MODELS, _DATA, _OUTPUT, _T, _NUM_WINDOWS, _BATCH_SIZE,
-                     _HORIZON, _ROLLOUT_BATCH, _PRECISION])
+                     _HORIZON, _ROLLOUT_BATCH, _PRECISION, _THREADS])
+  try:
+    threads = precision.set_threads(_THREADS.value)  # before any TF op
+  except ValueError as e:
+    raise SystemExit(f"--threads: {e}") from e
   resolved = precision.set_precision(_PRECISION.value)
-  print(f"computing in {resolved} (--precision={_PRECISION.value})",
-        flush=True)
+  print(f"computing in {resolved} (--precision={_PRECISION.value}), "
+        f"{threads['intra_op_threads']} intra-op and "
+        f"{threads['inter_op_threads']} inter-op threads "
+        f"(--threads={_THREADS.value})", flush=True)
   rows = model_evaluation.evaluate(
       _MODELS.value, _DATA.value, T=_T.value, num_windows=_NUM_WINDOWS.value,
       batch_size=_BATCH_SIZE.value, horizon=_HORIZON.value,

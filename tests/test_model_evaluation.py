@@ -1,6 +1,7 @@
 """The Table 1 form (i2a/run/evaluate_models.py): held-out likelihood, the
 open-loop prediction error against copy-last-frame, and the table."""
 
+import json
 import os
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import envmodels
 from configs import collect as collect_config
 from configs.envmodels import dssm_det
+from envmodels import precision
 from i2a.replay import datasets, files
 from i2a.run import collect as collection
 from i2a.run import evaluate_models as model_evaluation
@@ -107,3 +109,16 @@ def test_the_table_states_the_open_loop_error_next_to_copy(trained):
   assert len(row.background_moving_mse) == 3
   assert "moving pixels, last step: model / copy / static background" in (
       table)
+
+
+def test_the_report_records_its_precision_and_thread_pools(trained,
+                                                           tmp_path):
+  data, export = trained
+  rows = model_evaluation.evaluate([export], data, T=2, num_windows=2,
+                                   batch_size=2, horizon=2, rollout_batch=2)
+  report = model_evaluation.write_report(rows, str(tmp_path), 2, 2, data)
+  with open(report["json"], encoding="utf-8") as f:
+    recorded = json.load(f)
+  assert recorded["precision"] == precision.current()
+  assert recorded["threads"] == precision.threads_record()
+  assert [m["label"] for m in recorded["models"]] == [rows[0].label]

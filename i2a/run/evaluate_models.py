@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 import envmodels
+from envmodels import precision
 from i2a import io_utils
 from i2a.replay import datasets, files
 
@@ -345,6 +346,7 @@ def write_report(rows: Sequence[ModelRow], output_dir: str, horizon: int,
   io_utils.atomic_write_text(md_path, table)
   io_utils.atomic_write_json(json_path, dict(
       data=os.path.abspath(data_dir), horizon=horizon,
-      rollout_batch=rollout_batch,
+      rollout_batch=rollout_batch, precision=precision.current(),
+      threads=precision.threads_record(),
       models=[dataclasses.asdict(r) for r in rows]))
   return {"markdown": md_path, "json": json_path, "table": table}

@@ -1343,6 +1343,7 @@ def _run_evaluate_models(params: Dict[str, Any], workdir: str,
   # pylint: disable=import-outside-toplevel
   from envmodels import precision
   from i2a.run import evaluate_models as model_evaluation
+  precision.set_threads(precision.THREADS_AUTO)  # as the binary's default
   precision.set_precision(params["precision"])
   rows = model_evaluation.evaluate(
       params["models"], params["data"], T=params["T"],
