@@ -318,6 +318,7 @@ class Actor:
     self._writer: Optional[reverb.TrajectoryWriter] = None
     self.num_envs = envs.num_envs
     self._weight_copies: Optional[precision.WeightCopies] = None
+    self._copied_updates = -1  # the client's `updates` the copies hold
     self.use_weight_copies(weight_copies)
     observations, _ = envs.reset(seed=seed)
     self._windows = FrameWindows(observations, network.window_offsets)
@@ -388,7 +389,6 @@ class Actor:
     if on and self._weight_copies is None:
       self._weight_copies = precision.WeightCopies(
           self.network.variables, refreshed=self.network.learnable_variables)
-      self._copied_updates = -1  # the client's `updates` the copies hold
     self._copies_on = on
     self.network.read_weight_copies(self._weight_copies if on else None)
 

@@ -17,6 +17,9 @@ tau = 3, 16 environments) and times, at each precision side by side
                     bfloat16 copies of the weights, as an actor that pulls
                     its weights runs it under 'bf16' (envmodels/precision.py
                     WeightCopies; under fp32 it is the step above)
+  act (one window)  the fused step of one window, as evaluation runs it
+                    (i2a/run/evaluate.py), on the weights and (", bf16
+                    weight copies") on their copies
   learner step      one update on a batch of 16 unrolls of 5 steps with the
                     actor's stored rollouts (forward over 96 windows,
                     backward, RMSProp)
@@ -131,6 +134,10 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
           lambda: cached_act(network, windows, cache), False),
       "act (fused, cached context, bf16 weight copies)": acting(
           lambda: cached_act(network, windows, cache), True),
+      "act (one window)": acting(lambda: network.act(windows[:1], None),
+                                 False),
+      "act (one window, bf16 weight copies)": acting(
+          lambda: network.act(windows[:1], None), True),
       "learner step": learner.step,
       "learner step, Sonnet's update": unfused.step,
   }

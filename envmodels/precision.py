@@ -24,6 +24,12 @@ Precisions (config `precision`):
           AVX512-BF16, else 'fp32' (also on GPUs: the fp16 path has not
           been measured against fp32 here; pass 'fp16' to use it).
 
+Weight copies (`WeightCopies`): under 'bf16' the rewrite casts each float32
+weight at every call of a graph; where the weights change rarely (an
+actor's between pulls, an evaluated or frozen network's never), graphs can
+read bfloat16 copies made once per change instead (agents/acting.py,
+i2a/run/evaluate.py), with the same values.
+
 The rewrite applies to graphs (tf.function), which is where the framework's
 work runs; eager calls stay in float32. The setting is process-wide and can
 be changed at any time (functions already traced are rewritten at their

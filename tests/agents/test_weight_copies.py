@@ -18,8 +18,11 @@ from agents import variables as variables_lib
 from agents.a2c import networks
 from agents.acting import Actor
 from agents.imagination import networks as i2a_networks
+from configs.agents import a2c as a2c_config
 from configs.agents import i2a as i2a_config
 from envmodels import precision
+from i2a import runs
+from i2a.run import evaluate as evaluation
 from tests import fakes
 
 SHAPE = (16, 16, 3)
@@ -115,6 +118,11 @@ def _pair(network=_network, shape=SHAPE, num_actions=NUM_ACTIONS):
   return learner, clients, actors
 
 
+def _scale(network, factor):
+  for variable in network.learnable_variables:
+    variable.assign(variable * factor)
+
+
 def _publish(learner, clients, step):
   for variable in learner.learnable_variables:
     variable.assign(variable * (1.0 + step))
@@ -179,3 +187,24 @@ def test_under_fp32_an_actor_reads_its_weights_not_the_copies():
     _publish(learner, clients, 1)
     _assert_same([actor.unroll()[0] for actor in actors])
   assert actors[0]._weight_copies.refreshes == 0  # pylint: disable=protected-access
+
+
+@needs_bf16
+def test_evaluation_during_training_follows_the_learner_through_its_copies():
+  """TrainingEvaluation refreshes its copies after copying the learner's
+  weights: after the learner's weights change, it plays what a fresh
+  evaluation (copies made from the new weights) plays."""
+  config = a2c_config.get_config("tiny")
+  config.precision = "bf16"
+  config.eval_episodes = 2
+  protocol = runs.protocol_from_config(config)
+  with precision.scope("bf16"):
+    learner = evaluation.build_agent(config, protocol)
+    evaluator = evaluation.TrainingEvaluation(config, protocol, learner)
+    before = evaluator()
+    _scale(learner, 4.0)
+    after = evaluator()
+    fresh = evaluation.TrainingEvaluation(config, protocol, learner)()
+  assert after.actions != before.actions  # the new weights play otherwise
+  assert after.actions == fresh.actions
+  assert after.returns == fresh.returns and after.lengths == fresh.lengths
