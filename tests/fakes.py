@@ -1,4 +1,5 @@
-"""Tiny fake environments for fast, exact tests.
+"""Tiny fake environments for fast, exact tests, and the tiny A2C network
+the actor tests act with (`tiny_a2c_network`).
 
 `CountingEnv` makes every observation say where it is: channel 0 holds the
 step index within the episode, channel 1 the episode index (both mod 256),
@@ -12,6 +13,10 @@ from typing import Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
+import tensorflow as tf
+
+from agents import builder
+from agents.a2c import networks
 
 
 class CountingEnv(gym.Env):
@@ -51,3 +56,15 @@ def counting_vector_env(num_envs: int, **kwargs) -> gym.vector.VectorEnv:
   return gym.vector.SyncVectorEnv(
       [lambda: CountingEnv(**kwargs) for _ in range(num_envs)],
       autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def tiny_a2c_network(seed: int = 0, shape: Tuple[int, int, int] = (16, 16, 3),
+                     num_actions: int = 3) -> networks.A2CNetwork:
+  """An A2C network of one 4-channel convolution and 8 hidden units over
+  windows of 3 frames of `shape`, its variables created from `seed`."""
+  tf.random.set_seed(seed)
+  network = networks.A2CNetwork(num_actions, 3, conv_channels=(4,),
+                                conv_kernels=(3,), conv_strides=(2,),
+                                hidden=8)
+  builder.create_variables(network, shape)
+  return network

@@ -27,9 +27,9 @@ learner's network on environments of its own.
 Under 'bf16' the evaluated network acts on bfloat16 copies of its weights
 (envmodels/precision.py WeightCopies: the same values as the rewrite's
 casts at every step; the MiniPacman I2A's one-window act 1.36x faster,
-docs/performance.md): `load_agent`'s copies are made of the restored weights, which
-nothing changes after; `TrainingEvaluation` refreshes its copies after
-each copy of the learner's weights.
+docs/performance.md): `load_agent`'s copies are made of the restored
+weights, which nothing changes after; `TrainingEvaluation` refreshes its
+copies after each copy of the learner's weights.
 """
 
 from __future__ import annotations

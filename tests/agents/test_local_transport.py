@@ -28,12 +28,7 @@ UNROLL = 4
 
 
 def _network(seed=0):
-  tf.random.set_seed(seed)
-  network = networks.A2CNetwork(NUM_ACTIONS, 3, conv_channels=(4,),
-                                conv_kernels=(3,), conv_strides=(2,),
-                                hidden=8)
-  builder.create_variables(network, SHAPE)
-  return network
+  return fakes.tiny_a2c_network(seed, SHAPE, NUM_ACTIONS)
 
 
 def _make_env():

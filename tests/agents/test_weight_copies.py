@@ -4,9 +4,6 @@ what the rewrite's own casts give; they follow the weights only when
 refreshed, and the actor refreshes them after every pull, whoever pulled;
 under fp32 nothing reads them."""
 
-import functools
-
-import gymnasium as gym
 import numpy as np
 import pytest
 import sonnet as snt
@@ -15,7 +12,6 @@ import tensorflow as tf
 import envmodels
 from agents import builder
 from agents import variables as variables_lib
-from agents.a2c import networks
 from agents.acting import Actor
 from agents.imagination import networks as i2a_networks
 from configs.agents import a2c as a2c_config
@@ -34,21 +30,12 @@ needs_bf16 = pytest.mark.skipif(
 
 
 def _network(seed=0):
-  tf.random.set_seed(seed)
-  network = networks.A2CNetwork(NUM_ACTIONS, 3, conv_channels=(4,),
-                                conv_kernels=(3,), conv_strides=(2,),
-                                hidden=8)
-  builder.create_variables(network, SHAPE)
-  return network
+  return fakes.tiny_a2c_network(seed, SHAPE, NUM_ACTIONS)
 
 
-def _vector_env(num_envs=2, shape=SHAPE, num_actions=NUM_ACTIONS):
-  make = functools.partial(fakes.CountingEnv, shape=shape,
-                           num_actions=num_actions, min_length=2,
-                           max_length=6)
-  return gym.vector.SyncVectorEnv(
-      [make for _ in range(num_envs)],
-      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+def _vector_env(shape=SHAPE, num_actions=NUM_ACTIONS):
+  return fakes.counting_vector_env(2, shape=shape, num_actions=num_actions,
+                                   min_length=2, max_length=6)
 
 
 def _traced(linear, copies=None):
@@ -177,7 +164,8 @@ def test_an_i2a_acts_on_its_own_and_its_envmodels_copies_as_on_casts(
     for step in range(2):
       _publish(learner, clients, step)
       _assert_same([actor.unroll()[0] for actor in actors])
-  assert len(actors[0]._weight_copies) > len(  # pylint: disable=protected-access
+  copies = actors[0]._weight_copies  # pylint: disable=protected-access
+  assert len(copies) > len(  # the frozen envmodel's weights too
       [v for v in learner.learnable_variables if v.shape.rank >= 2])
 
 
@@ -186,7 +174,8 @@ def test_under_fp32_an_actor_reads_its_weights_not_the_copies():
   with precision.scope("fp32"):
     _publish(learner, clients, 1)
     _assert_same([actor.unroll()[0] for actor in actors])
-  assert actors[0]._weight_copies.refreshes == 0  # pylint: disable=protected-access
+  copies = actors[0]._weight_copies  # pylint: disable=protected-access
+  assert copies.refreshes == 0
 
 
 @needs_bf16
