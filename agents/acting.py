@@ -356,7 +356,6 @@ class Actor:
     inputs: one `network.act` call, or, for the window an unroll starts
     with, the side inputs the last unroll computed (the same environment
     states) and the logits under the newly pulled weights."""
-    self._refresh_copies()
     if not self._side_spec or self._side_cache is not None:
       side = self._current_side_inputs()
       return self.policy_logits(self._windows.frames, side), side
@@ -370,7 +369,6 @@ class Actor:
     if not self._side_spec:
       return None
     if self._side_cache is None:
-      self._refresh_copies()
       self._side_cache = self.network.side_inputs(
           self._windows.frames, self.environments, self._context)
     return self._side_cache
@@ -413,6 +411,7 @@ class Actor:
     """
     if pull:
       self.update()
+    self._refresh_copies()  # the weights change between unrolls only
     n, num_envs = self.unroll_length, self.num_envs
     windows = self._windows.frames
     batch = {

@@ -1,5 +1,6 @@
-"""Tiny fake environments for fast, exact tests, and the tiny A2C network
-the actor tests act with (`tiny_a2c_network`).
+"""Tiny fake environments for fast, exact tests, the tiny A2C network the
+actor tests act with (`tiny_a2c_network`), and the mark of tests that need
+a CPU computing bfloat16 (`needs_bf16`).
 
 `CountingEnv` makes every observation say where it is: channel 0 holds the
 step index within the episode, channel 1 the episode index (both mod 256),
@@ -13,10 +14,18 @@ from typing import Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from agents import builder
 from agents.a2c import networks
+from envmodels import precision
+
+# Tests of the bf16 rewrite: they run where the CPU computes bfloat16 and
+# no GPU takes the graphs.
+needs_bf16 = pytest.mark.skipif(
+    not precision.cpu_has_bf16() or tf.config.list_physical_devices("GPU"),
+    reason="the CPU has no native bfloat16 (AMX-BF16 / AVX512-BF16)")
 
 
 class CountingEnv(gym.Env):

@@ -5,7 +5,6 @@ refreshed, and the actor refreshes them after every pull, whoever pulled;
 under fp32 nothing reads them."""
 
 import numpy as np
-import pytest
 import sonnet as snt
 import tensorflow as tf
 
@@ -24,9 +23,7 @@ from tests import fakes
 SHAPE = (16, 16, 3)
 NUM_ACTIONS = 3
 FRAME = (16, 24, 3)  # the I2A's: the tiny envmodels' frame
-needs_bf16 = pytest.mark.skipif(
-    not precision.cpu_has_bf16() or tf.config.list_physical_devices("GPU"),
-    reason="the CPU has no native bfloat16 (AMX-BF16 / AVX512-BF16)")
+needs_bf16 = fakes.needs_bf16
 
 
 def _network(seed=0):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import envmodels
 from envmodels import noise, precision
+from tests import fakes
 
 
 def _keys(n, seed=0):
@@ -61,9 +62,7 @@ def test_normal_draws_match_n01_in_moments_tails_and_kolmogorov_smirnov():
   assert d < 1.95 / np.sqrt(n) + 2.2e-6, d
 
 
-@pytest.mark.skipif(not precision.cpu_has_bf16() or
-                    tf.config.list_physical_devices("GPU"),
-                    reason="the bf16 rewrite needs a CPU with bfloat16")
+@fakes.needs_bf16
 def test_normal_noise_is_exact_under_the_bf16_rewrite():
   keys = _keys(8)
   fp32 = noise.normal(keys, [4, 4, 8]).numpy()

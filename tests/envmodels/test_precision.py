@@ -14,12 +14,11 @@ import tensorflow as tf
 
 import envmodels
 from envmodels import precision
+from tests import fakes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-needs_bf16 = pytest.mark.skipif(
-    not precision.cpu_has_bf16() or tf.config.list_physical_devices("GPU"),
-    reason="the CPU has no native bfloat16 (AMX-BF16 / AVX512-BF16)")
+needs_bf16 = fakes.needs_bf16
 
 
 def test_auto_is_bf16_exactly_where_the_cpu_computes_it():
