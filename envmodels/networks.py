@@ -10,8 +10,9 @@ space-to-depth / depth-to-space. Shapes: frames [B, H, W, C], states
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
@@ -20,6 +21,94 @@ from envmodels import losses
 
 def _conv(kernel: int, channels: int, name: str) -> snt.Conv2D:
   return snt.Conv2D(channels, kernel, padding="SAME", name=name)
+
+
+# What a network block's first convolution reads: one map [B, h, w, d], or
+# the parts of a channel concatenation, maps [B, h, w, d_i] and vectors
+# [B, n_i] that stand for themselves broadcast over the map (an action, a
+# pool-and-inject's pooled features), in channel order.
+Parts = Union[tf.Tensor, Sequence[tf.Tensor]]
+
+
+def as_parts(x: Parts) -> List[tf.Tensor]:
+  return [x] if isinstance(x, tf.Tensor) else list(x)
+
+
+def concat_parts(parts: Parts) -> tf.Tensor:
+  """The map the parts stand for: [B, h, w, sum of widths], the vectors
+  broadcast over the first map's [h, w]."""
+  parts = as_parts(parts)
+  like = next(p for p in parts if p.shape.rank == 4)
+  tensors = [p if p.shape.rank == 4 else tile_vector(p, like) for p in parts]
+  return tensors[0] if len(tensors) == 1 else tf.concat(tensors, -1)
+
+
+def conv_parts(conv: snt.Conv2D, parts: Parts) -> tf.Tensor:
+  """conv(concat_parts(parts)) [B, h, w, c], without broadcasting the
+  vector parts: the kernel is split by input channels, the maps' share is
+  one convolution and the vectors' one matrix product (`_vector_share`).
+  The same sums as the concatenation's convolution, in another order:
+  equal up to float rounding. A convolution not built yet (its first call
+  makes its kernel from the input's channels) is built on a 1 x 1 map of
+  zeros first, so that every call computes the same sums; maps whose size
+  is not static are convolved concatenated."""
+  parts = as_parts(parts)
+  maps = [p for p in parts if p.shape.rank == 4]
+  if not maps:
+    raise ValueError(f"{conv.name}: the parts hold no map [B, h, w, d] to "
+                     "broadcast the vectors over, given ranks "
+                     f"{[p.shape.rank for p in parts]}.")
+  if len(maps) == len(parts) or None in maps[0].shape[1:3]:
+    return conv(concat_parts(parts))
+  widths = [int(p.shape[-1]) for p in parts]
+  if not hasattr(conv, "w"):
+    conv(tf.zeros([1, 1, 1, sum(widths)], parts[0].dtype))
+  if sum(widths) != conv.w.shape[2]:
+    raise ValueError(f"{conv.name} reads {conv.w.shape[2]} input channels, "
+                     f"given parts of widths {widths} (sum {sum(widths)}).")
+  kernels = tf.split(conv.w, widths, axis=2)  # [k, k, n_i, c] each
+  # Parts without channels (an action-free model's actions) add nothing.
+  pairs = [(p, w) for p, w, n in zip(parts, kernels, widths) if n > 0]
+  on_maps = [(p, w) for p, w in pairs if p.shape.rank == 4]
+  vectors = [(p, w) for p, w in pairs if p.shape.rank == 2]
+  join = lambda tensors, axis: (tensors[0] if len(tensors) == 1 else
+                                tf.concat(tensors, axis))
+  out = tf.nn.conv2d(join([p for p, _ in on_maps], -1),
+                     join([w for _, w in on_maps], 2), 1, "SAME")
+  if vectors:
+    out += _vector_share(join([p for p, _ in vectors], -1),
+                         join([w for _, w in vectors], 2),
+                         maps[0].shape[1], maps[0].shape[2])
+  return tf.nn.bias_add(out, conv.b)
+
+
+def _vector_share(vector: tf.Tensor, kernel: tf.Tensor, height: int,
+                  width: int) -> tf.Tensor:
+  """What `vector` [B, n] broadcast over an [h, w] map adds to a SAME,
+  stride-1 convolution with `kernel` [k, k, n, c]: at (y, x) the product
+  of v with the kernel summed over the taps that fall inside the map,
+  which depends on the weights and the map's size only. [B, h, w, c]
+  ([B, 1, 1, c] for a 1 x 1 kernel, the same everywhere)."""
+  k, _, n, c = kernel.shape
+  if k == 1:
+    return tf.matmul(vector, tf.reshape(kernel, [n, c]))[:, None, None, :]
+  inside = tf.constant(_taps_inside(height, width, k))  # [h w, k k]
+  taps = tf.einsum("pt,tnc->npc", inside,
+                   tf.reshape(kernel, [k * k, n, c]))  # [n, h w, c]
+  return tf.reshape(tf.matmul(vector, tf.reshape(taps, [n, -1])),
+                    [-1, height, width, c])
+
+
+def _taps_inside(height: int, width: int, kernel: int) -> np.ndarray:
+  """float32 [h * w, k * k]: 1 where tap (dy, dx) of a SAME convolution
+  centred at (y, x) reads inside the map, 0 where it reads the padding."""
+  before = (kernel - 1) // 2  # TensorFlow's SAME padding before the map
+  rows = np.arange(height)[:, None] + np.arange(kernel)[None] - before
+  cols = np.arange(width)[:, None] + np.arange(kernel)[None] - before
+  ok_rows = (rows >= 0) & (rows < height)  # [h, k]
+  ok_cols = (cols >= 0) & (cols < width)  # [w, k]
+  inside = ok_rows[:, None, :, None] & ok_cols[None, :, None, :]
+  return inside.reshape(height * width, kernel * kernel).astype(np.float32)
 
 
 # tf.nn.space_to_depth / depth_to_space as a reshape and a transpose: the
@@ -62,11 +151,12 @@ class ConvStack(snt.Module):
     self._convs = [_conv(k, c, f"conv{i}")
                    for i, (k, c) in enumerate(zip(kernels, channels))]
 
-  def __call__(self, x: tf.Tensor,
+  def __call__(self, x: Parts,
                out_channels: Optional[int] = None) -> tf.Tensor:
-    """x [B, h, w, d] -> [B, h, w, c3], or only the first `out_channels` of
-    the c3 outputs (computed alone: the rest of the last conv is skipped)."""
-    h1 = self._convs[0](x)
+    """x [B, h, w, d] (or its parts, `conv_parts`) -> [B, h, w, c3], or
+    only the first `out_channels` of the c3 outputs (computed alone: the
+    rest of the last conv is skipped)."""
+    h1 = conv_parts(self._convs[0], x)
     h2 = tf.nn.relu(self._convs[1](tf.nn.relu(h1)) + h1)
     last = self._convs[2]
     if out_channels is None or not hasattr(last, "w"):  # or not built yet
@@ -78,7 +168,7 @@ class ConvStack(snt.Module):
 
 class ResConv(snt.Module):
   """3x3/32 -> relu -> 5x5/32 -> relu -> 3x3/D, added to the input's first D
-  channels (the state, which callers concatenate first)."""
+  channels (the state, which callers put first)."""
 
   def __init__(self, state_channels: int = 64, hidden: int = 32,
                name: Optional[str] = None):
@@ -87,34 +177,33 @@ class ResConv(snt.Module):
     self._convs = [_conv(3, hidden, "conv0"), _conv(5, hidden, "conv1"),
                    _conv(3, state_channels, "conv2")]
 
-  def __call__(self, x: tf.Tensor,
+  def __call__(self, x: Parts,
                residual: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """x [B, h, w, d] -> [B, h, w, D]. residual: the tensor x's first D
-    channels hold (the state, passed by callers that have it: the same
-    values, and under bf16 mixed precision the add then fuses into the
-    last convolution even where x's other channels are float32, e.g. a
-    sampled latent)."""
-    h = tf.nn.relu(self._convs[0](x))
+    """x [B, h, w, d] (or its parts, `conv_parts`) -> [B, h, w, D].
+    residual: the tensor x's first D channels hold (the state, passed by
+    callers that have it: the same values, and under bf16 mixed precision
+    the add then fuses into the last convolution even where x's other
+    channels are float32, e.g. a sampled latent)."""
+    h = tf.nn.relu(conv_parts(self._convs[0], x))
     h = tf.nn.relu(self._convs[1](h))
     if residual is None:
-      residual = x[..., :self._state_channels]
+      residual = as_parts(x)[0][..., :self._state_channels]
     return self._convs[2](h) + residual
 
 
 class PoolAndInject(snt.Module):
   """Weber et al. (2017): conv 3x3/32 -> global max-pool -> tile back to the
   map -> concatenate with the input. Lets local convolutions see global
-  effects. [B, h, w, d] -> [B, h, w, d + channels]."""
+  effects. [B, h, w, d] -> the parts [x, pooled [B, channels]] of that
+  concatenation [B, h, w, d + channels] (`conv_parts`, `concat_parts`):
+  the next convolution reads the pooled features without their tiling."""
 
   def __init__(self, channels: int = 32, name: Optional[str] = None):
     super().__init__(name=name)
     self._conv = _conv(3, channels, "conv")
 
-  def __call__(self, x: tf.Tensor) -> tf.Tensor:
-    pooled = tf.reduce_max(self._conv(x), axis=[1, 2], keepdims=True)
-    tiled = tf.broadcast_to(
-        pooled, tf.concat([tf.shape(x)[:3], tf.shape(pooled)[3:]], 0))
-    return tf.concat([x, tiled], axis=-1)
+  def __call__(self, x: tf.Tensor) -> List[tf.Tensor]:
+    return [x, tf.reduce_max(self._conv(x), axis=[1, 2])]
 
 
 class Encoder(snt.Module):

@@ -101,7 +101,7 @@ class Transition(snt.Module):
   """The transition block g of the state-space models (docs/envmodels.md):
   res_conv -> relu -> pool-and-inject -> res_conv. The input's first D
   channels are the residual path; pool-and-inject has hidden_channels.
-  [B, h, w, D + n] -> [B, h, w, D]."""
+  [B, h, w, D + n] (or its parts, networks.conv_parts) -> [B, h, w, D]."""
 
   def __init__(self, state_channels: int, hidden_channels: int,
                name: str = "transition"):
@@ -110,7 +110,7 @@ class Transition(snt.Module):
     self._pool = networks.PoolAndInject(hidden_channels, name="pool_and_inject")
     self._res2 = networks.ResConv(state_channels, hidden_channels, name="res2")
 
-  def __call__(self, x: tf.Tensor) -> tf.Tensor:
+  def __call__(self, x: networks.Parts) -> tf.Tensor:
     hidden = tf.nn.relu(self._res1(x))
     return self._res2(self._pool(hidden), residual=hidden)
 
@@ -336,11 +336,12 @@ class VAEBaseline(_PixelModel):
     """False: the baseline's frames depend on the context frames only."""
     return False
 
-  def _time_code(self, step: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
-    """int32 [N] steps (1 = first future frame) -> [N, h, w, max_horizon]."""
+  def _time_code(self, step: tf.Tensor) -> tf.Tensor:
+    """int32 [N] steps (1 = first future frame) -> [N, max_horizon], the
+    one-hot code the networks read broadcast over the map (a vector part,
+    networks.conv_parts)."""
     horizon = self._hyperparameters["max_horizon"]
-    code = tf.one_hot(tf.minimum(step, horizon) - 1, horizon, dtype=tf.float32)
-    return networks.tile_vector(code, like)
+    return tf.one_hot(tf.minimum(step, horizon) - 1, horizon, dtype=tf.float32)
 
   def _normal(self, stats: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """[N, h, w, 2Z] -> mean, std (softplus + min_std), each [N, h, w, Z]."""
@@ -349,12 +350,12 @@ class VAEBaseline(_PixelModel):
 
   def _prior(self, context: tf.Tensor,
              time: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-    return self._normal(self._prior_net(tf.concat([context, time], -1)))
+    return self._normal(self._prior_net([context, time]))
 
   def _generate(self, context: tf.Tensor, z: tf.Tensor,
                 time: tf.Tensor) -> tf.Tensor:
     """f_t = g(c, z_t, t): [N, h, w, D]."""
-    return self._generator(tf.concat([context, z, time], -1))
+    return self._generator([context, z, time])
 
   def _initial_state(self, observations: tf.Tensor) -> VAEState:
     frames = self._context_frames(observations)  # [B, k, H, W, C]
@@ -375,7 +376,7 @@ class VAEBaseline(_PixelModel):
             encoded_actions: tf.Tensor) -> Tuple[VAEState, StepOutput]:
     del encoded_actions  # Frames are independent of the actions.
     step = state.step + 1
-    time = self._time_code(step, state.context)
+    time = self._time_code(step)
     mean, std = self._prior(state.context, time)
     z = self.sample_gaussian(mean, std)
     features = self._generate(state.context, z, time)  # [B, h, w, D]
@@ -401,10 +402,10 @@ class VAEBaseline(_PixelModel):
     targets, _ = networks.merge_leading(encodings[:, k:])
     step = tf.reshape(tf.broadcast_to(
         tf.range(1, num_steps + 1, dtype=tf.int32), lead), [-1])
-    time = self._time_code(step, context)
+    time = self._time_code(step)
     prior_mean, prior_std = self._prior(context, time)
-    post_mean, post_std = self._normal(self._posterior_net(tf.concat(
-        [context, time, targets, prior_mean, prior_std], -1)))
+    post_mean, post_std = self._normal(self._posterior_net(
+        [context, time, targets, prior_mean, prior_std]))
     z = post_mean + post_std * self.sample_normal(tf.shape(post_mean))
     return dict(lead=lead, context=context, time=time, prior_mean=prior_mean,
                 prior_std=prior_std, post_mean=post_mean, post_std=post_std,
@@ -514,8 +515,7 @@ class AutoregressiveModel(_TeacherForcedModel):
     """Window encodings [N, h, w, k * E], actions [N, c * A] -> [N, h, w, D],
     the map the next frame and its reward are decoded from."""
     mixed = self._window_net(encodings)
-    return self._core(tf.concat(
-        [mixed, networks.tile_vector(actions, mixed)], -1))
+    return self._core([mixed, actions])
 
   def _initial_state(self, observations: tf.Tensor) -> ARState:
     frames = self._context_frames(observations)  # [B, k, H, W, C]
@@ -591,10 +591,8 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
   def _transition_step(self, state: tf.Tensor, frame_encoding: tf.Tensor,
                        actions: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """(s_t, e(o_t), a_t) -> (s_{t+1}, mu_{t+1}), both [B, h, w, .]."""
-    tiled = networks.tile_vector(actions, state)
-    mu = self._prior_net(tf.concat([state, tiled], -1))
-    next_state = self._transition(
-        tf.concat([state, tiled, mu, frame_encoding], -1))
+    mu = self._prior_net([state, actions])
+    next_state = self._transition([state, actions, mu, frame_encoding])
     return next_state, mu
 
   def _initial_state(self, observations: tf.Tensor) -> RARState:

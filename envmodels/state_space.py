@@ -222,9 +222,10 @@ class StateSpaceModel(base.EnvModel):
     return Gaussian(mean, tf.nn.softplus(raw_std) + self._min_std)
 
   @staticmethod
-  def _prior_inputs(state: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
-    """concat(s_{t-1}, a_{t-1} tiled): what the prior stack reads."""
-    return tf.concat([state, networks.tile_vector(action, state)], -1)
+  def _prior_inputs(state: tf.Tensor, action: tf.Tensor) -> List[tf.Tensor]:
+    """concat(s_{t-1}, a_{t-1} tiled), as its parts (networks.conv_parts):
+    what the prior stack reads."""
+    return [state, action]
 
   def _prior_raw(self, state: tf.Tensor, action: tf.Tensor,
                  module: Optional[snt.Module] = None) -> tf.Tensor:
@@ -240,17 +241,15 @@ class StateSpaceModel(base.EnvModel):
   def _posterior_dist(self, state: tf.Tensor, action: tf.Tensor,
                       embedded: tf.Tensor, prior: Gaussian) -> Gaussian:
     """q(z_t | s_{t-1}, a_{t-1}, o_t), sharing the state with the prior."""
-    inputs = tf.concat([state, networks.tile_vector(action, state), embedded,
-                        prior.mean, prior.std], -1)
-    return self._gaussian(self._posterior(inputs))
+    return self._gaussian(self._posterior(
+        [state, action, embedded, prior.mean, prior.std]))
 
   def _transition(self, state: tf.Tensor, action: tf.Tensor,
                   latent: tf.Tensor) -> tf.Tensor:
     """g: concat(s, a tiled, z) -> res_conv -> relu -> pool-and-inject ->
     res_conv -> s_t [B, h, w, S]."""
-    inputs = tf.concat([state, networks.tile_vector(action, state), latent],
-                       -1)
-    hidden = tf.nn.relu(self._transition_in(inputs, residual=state))
+    hidden = tf.nn.relu(self._transition_in([state, action, latent],
+                                            residual=state))
     return self._transition_out(self._pool_and_inject(hidden),
                                 residual=hidden)
 
