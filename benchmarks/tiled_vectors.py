@@ -139,7 +139,7 @@ def main() -> None:
     rows.append(dict(row=row, ms={v: median[v] for v in VARIANTS},
                      samples_ms={v: samples[(row, v)] for v in VARIANTS},
                      speedup=median["concat"] / median["parts"]))
-  lines = [f"| row | concat ms | parts ms | speed-up |", "|---|---|---|---|"]
+  lines = ["| row | concat ms | parts ms | speed-up |", "|---|---|---|---|"]
   for r in rows:
     lines.append(f"| {r['row']} | {r['ms']['concat']:.1f} | "
                  f"{r['ms']['parts']:.1f} | {r['speedup']:.2f}x |")
