@@ -17,8 +17,9 @@ Reported per kind, size and precision:
                                       operations of the abstract call over
                                       its time, against a 3x3 64->64
                                       convolution on the state map at the
-                                      same precision and batch (the peak
-                                      the hardware reaches on these shapes)
+                                      same precision and batch, in as many
+                                      row branches (the peak the hardware
+                                      reaches on these shapes)
 `--noise` compares ways of drawing the stochastic kinds' keyed normals in
 the same round-robin (the deterministic kinds draw none and run once):
   table   envmodels/noise.py's `normal`, drawn and scaled (mean + std *
@@ -268,22 +269,30 @@ def gflop(graph: tf.Graph) -> float:
       graph, options=options).total_float_ops / 1e9
 
 
-def conv_peak(state_shape: List[int], repeats: int) -> float:
+def conv_peak(state_shape: List[int], repeats: int,
+              n_branches: int = 1) -> float:
   """GFLOP/s of a 3x3 64->64 convolution over [ROWS, h, w, 64] in the
-  current precision (ten chained, to time more than the call overhead)."""
+  current precision (ten chained, to time more than the call overhead),
+  its rows in `n_branches` row branches as the rollouts it is compared
+  with: with one thread per op, one chain keeps one core busy, so a peak
+  of one chain would be one core's."""
   x = tf.random.normal([ROWS, *state_shape[:2], 64])
   w = tf.random.normal([3, 3, 64, 64]) * 0.05
 
-  @tf.function
-  def chain(x):
+  def chain(x, rows):
+    del rows  # every branch runs the same chain on its slice
     for _ in range(10):
       x = tf.nn.conv2d(x, w, 1, "SAME")
     return x
-  chain(x)
+
+  @tf.function
+  def chains(x):
+    return branches.split_rows(chain, (x,), ROWS, n=n_branches)
+  chains(x)
   times = []
   for _ in range(repeats):
     start = time.perf_counter()
-    chain(x).numpy()
+    chains(x).numpy()
     times.append(time.perf_counter() - start)
   flops = 10 * 2 * 9 * 64 * 64 * ROWS * state_shape[0] * state_shape[1]
   return flops / float(np.median(times)) / 1e9
@@ -352,13 +361,15 @@ def measure(sizes, kinds, precisions, repeats: int, check_modes=(True,),
                         for name in ("initial", "abstract", "rendered")},
             gflop_per_s=flops / median["abstract"],
             gflop_per_call=flops))
-    with_peak = {}
+    with_peak = {}  # (precision, row branches) -> GFLOP/s
     for p in precisions:
-      with precision.scope(p):
-        with_peak[p] = conv_peak(state_shape, repeats)
+      for b in counts:
+        with precision.scope(p):
+          with_peak[(p, b)] = conv_peak(state_shape, repeats, b)
     for row in rows:
       if row["size"] == size:
-        row["conv_peak_gflop_per_s"] = with_peak[row["precision"]]
+        row["conv_peak_gflop_per_s"] = with_peak[(row["precision"],
+                                                  row["branches"])]
         row["state_shape"] = state_shape
     if len(check_modes) == 2:
       for kind in kinds:

@@ -395,11 +395,13 @@ class VAEBaseline(_PixelModel):
     _, num_steps = self._check_batch(batch)
     k = self.spec.context_length
     frames = self._preprocess(batch["observation"])  # [B, L, H, W, C]
-    encodings = self._encode_sequence(frames)  # [B, L, h, w, E]
-    context = self._context_net(_window(encodings[:, :k]))  # [B, h, w, D]
+    # Split once: each slice's gradient would be a zero-filled [B, L, ...].
+    context_encodings, target_encodings = tf.split(
+        self._encode_sequence(frames), [k, num_steps], axis=1)  # [B, k|T, ..]
+    context = self._context_net(_window(context_encodings))  # [B, h, w, D]
     context = tf.repeat(context[:, None], num_steps, axis=1)
     context, lead = networks.merge_leading(context)  # [B * T, h, w, D]
-    targets, _ = networks.merge_leading(encodings[:, k:])
+    targets, _ = networks.merge_leading(target_encodings)  # [B * T, h, w, E]
     step = tf.reshape(tf.broadcast_to(
         tf.range(1, num_steps + 1, dtype=tf.int32), lead), [-1])
     time = self._time_code(step)
@@ -627,9 +629,10 @@ class RecurrentAutoregressiveModel(_TeacherForcedModel):
     k = self.spec.context_length
     frames = self._preprocess(batch["observation"][:, :length - 1])
     encodings = self._encode_sequence(frames)  # [B, L - 1, h, w, E]
-    state = self._initial_net(_window(encodings[:, :k]))
-    # Unstacked once: a slice per step would cost a zero-filled gradient.
+    # Unstacked once: a slice per step (or of the context) would cost a
+    # zero-filled gradient.
     steps = tf.unstack(encodings, length - 1, 1)  # (L - 1) x [B, h, w, E]
+    state = self._initial_net(_window(tf.stack(steps[:k], 1)))
     states, mus = [], []
     for t in range(num_steps):
       state, mu = self._transition_step(state, steps[k - 1 + t],

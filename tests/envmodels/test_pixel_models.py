@@ -396,3 +396,24 @@ def test_bad_hyperparameters_and_specs_raise():
   with pytest.raises(ValueError, match="kind 'ar'.*'rar'"):
     pixel_models.AutoregressiveModel(
         spec, **pixel_models.AutoregressiveModel.tiny_hyperparameters())
+
+
+@pytest.mark.parametrize("kind", ["vae", "rar"])
+def test_the_encoded_sequence_is_split_not_sliced(kind):
+  """The loss reads the context's and the targets' encodings of the one
+  encoded sequence [B, L, h, w, E] through a split (or one unstack): a
+  slice of it would cost its gradient a zero-filled [B, L, h, w, E]
+  (`StridedSliceGrad` of rank 5) per slice (docs/performance.md)."""
+  model, batch = make_model(kind), make_batch()
+  model.loss(batch)  # creates the variables
+
+  @tf.function
+  def gradients(batch):
+    with tf.GradientTape() as tape:
+      loss = model.loss(batch).loss
+    return tape.gradient(loss, model.trainable_variables)
+  graph = gradients.get_concrete_function(batch).graph
+  sequence_slices = [op.name for op in graph.get_operations()
+                     if op.type == "StridedSliceGrad" and
+                     op.outputs[0].shape.rank == 5]
+  assert sequence_slices == []
