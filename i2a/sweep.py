@@ -57,6 +57,7 @@ from i2a import cli
 from i2a.run import sweep as sweeping
 from i2a.run import sweep_archive as archiving
 from i2a.run import sweep_combine as combining
+from i2a.run import sweep_report as reporting
 
 _GRID = cli.DEFINE_config_file(
     "grid", None, "Grid file[:preset] under configs/sweeps/ "
@@ -127,7 +128,7 @@ def _main() -> int:
       print(f"{key}: {path}")
     return sweeping.EXIT_DONE
   if _REPORT.value and not _LIST.value:
-    paths = sweeping.write_report(_WORKDIR.value)
+    paths = reporting.write_report(_WORKDIR.value)
     for key, path in paths.items():
       print(f"{key}: {path}")
     if _ARCHIVE.value:
@@ -143,7 +144,7 @@ def _main() -> int:
     print(sweeping.list_runs(plan, _ONLY.value, _ARCHIVE.value or None,
                              parallel=_JOBS.value))
     if _REPORT.value:
-      print(f"report: {sweeping.write_report(_WORKDIR.value)['markdown']}")
+      print(f"report: {reporting.write_report(_WORKDIR.value)['markdown']}")
     return sweeping.EXIT_DONE
   control = sweeping.Control()
   sweeping.stop_on_signals(control)

@@ -16,6 +16,7 @@ import pytest
 from i2a import io_utils
 from i2a.metrics import read_column
 from i2a.run import sweep as sweeping
+from i2a.run import sweep_report as reporting
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,22 +123,22 @@ def _record(sweep_dir, run):
 def test_student_t_quantiles_match_closed_forms_and_tables():
   p = 0.975
   # df = 1 (Cauchy) and df = 2 have closed forms.
-  assert sweeping.student_t_quantile(p, 1) == pytest.approx(
+  assert reporting.student_t_quantile(p, 1) == pytest.approx(
       math.tan(math.pi * (p - 0.5)), rel=1e-12)
-  assert sweeping.student_t_quantile(p, 2) == pytest.approx(
+  assert reporting.student_t_quantile(p, 2) == pytest.approx(
       (2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-12)
   for df, table in ((3, 3.182446305284263), (4, 2.7764451051977987),
                     (9, 2.2621571627409915), (30, 2.0422724563012373)):
-    assert sweeping.student_t_quantile(p, df) == pytest.approx(table,
+    assert reporting.student_t_quantile(p, df) == pytest.approx(table,
                                                                rel=1e-10)
-  assert sweeping.student_t_quantile(0.025, 3) == pytest.approx(
+  assert reporting.student_t_quantile(0.025, 3) == pytest.approx(
       -3.182446305284263, rel=1e-10)
-  assert sweeping.student_t_cdf(0.0, 5) == 0.5
+  assert reporting.student_t_cdf(0.0, 5) == 0.5
 
 
 def test_t_interval_on_known_numbers():
   # Seeds 1, 2, 3, 4: mean 2.5, s = sqrt(5/3), t_{0.975, 3} = 3.1824463...
-  interval = sweeping.t_interval([1.0, 2.0, 3.0, 4.0])
+  interval = reporting.t_interval([1.0, 2.0, 3.0, 4.0])
   half = 3.182446305284263 * math.sqrt(5.0 / 3.0) / math.sqrt(4.0)
   assert interval.n == 4 and interval.mean == 2.5
   assert interval.std == pytest.approx(math.sqrt(5.0 / 3.0), rel=1e-12)
@@ -145,14 +146,14 @@ def test_t_interval_on_known_numbers():
   assert interval.low == pytest.approx(2.5 - half, rel=1e-10)
   assert interval.high == pytest.approx(2.5 + half, rel=1e-10)
   # Two seeds 10 and 12: s = sqrt(2), half = t_{0.975, 1} * sqrt(2)/sqrt(2).
-  interval = sweeping.t_interval([10.0, 12.0])
+  interval = reporting.t_interval([10.0, 12.0])
   assert interval.half_width == pytest.approx(12.706204736174705, rel=1e-10)
   assert interval.low == pytest.approx(11.0 - 12.706204736174705, rel=1e-10)
   assert interval.format(".1f") == "11.0 ± 12.7 [-1.7, 23.7] (n=2)"
 
 
 def test_one_seed_has_no_interval():
-  interval = sweeping.t_interval([-3.5])
+  interval = reporting.t_interval([-3.5])
   assert (interval.n, interval.mean) == (1, -3.5)
   assert interval.half_width is None and interval.low is None
   assert interval.format() == "-3.50 (n=1, no interval)"
@@ -433,7 +434,7 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
   scores = [io_utils.read_json(os.path.join(
       sweep_dir, "train", "a2c", f"seed{s}", "eval", "scores.json"))["mean"]
             for s in (0, 1)]
-  expected = sweeping.t_interval(scores)
+  expected = reporting.t_interval(scores)
   evaluation = agents["a2c"]["evaluation_return"]
   assert evaluation["n"] == 2
   assert evaluation["mean"] == pytest.approx(expected.mean)

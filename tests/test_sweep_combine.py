@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from i2a import io_utils
-from i2a.run import sweep as sweeping
 from i2a.run import sweep_combine as combining
+from i2a.run import sweep_report as reporting
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,7 +63,7 @@ def test_seeds_from_two_reports_make_one_interval(tmp_path):
   agents = {a["name"]: a for a in results["agents"]}
   assert [a["name"] for a in results["agents"]] == ["a2c", "ltq"]
   ltq = agents["ltq"]
-  expected = sweeping.t_interval([93.0, 70.0, 85.0])
+  expected = reporting.t_interval([93.0, 70.0, 85.0])
   assert ltq["evaluation_return"]["n"] == 3
   assert ltq["evaluation_return"]["mean"] == pytest.approx(expected.mean)
   assert ltq["evaluation_return"]["half_width"] == pytest.approx(
@@ -83,7 +83,7 @@ def test_seeds_from_two_reports_make_one_interval(tmp_path):
   assert results["sources"] == [first, second]
   assert results["compute_seconds"] == dict(train=6000.0)
   assert results["invocations"] == 4
-  text = sweeping.markdown(results)
+  text = reporting.markdown(results)
   assert f"combined from the reports {first}, {second}" in text
   assert "| ltq | pretrain/dssm_det | 3/3 |" in text
   assert "(n=3)" in text

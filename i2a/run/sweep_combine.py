@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from i2a import io_utils
-from i2a.run import sweep as sweeping
+from i2a.run import sweep_report as reporting
 
 # Per stage: the per-seed values summarised over seeds.
 _AGENT_VALUES = ("evaluation_return", "final_training_return", "env_steps")
@@ -83,7 +83,7 @@ def _merge(rows: List[Tuple[str, Dict[str, Any]]], values: Sequence[str],
     entries = [seeds[name][s][1] for s in sorted(seeds[name])]
     done = [e for e in entries if _has_result(e, values)]
     for value in values:
-      row[value] = sweeping.summarise(
+      row[value] = reporting.summarise(
           [e[value] for e in done if e.get(value) is not None])
     weighted = hours[name]
     row.update(runs=len(entries), done=len(done), seeds=entries,
@@ -174,7 +174,7 @@ def write(report_paths: Sequence[str], out_dir: str,
   md_path = os.path.join(out_dir, "report.md")
   json_path = os.path.join(out_dir, "report.json")
   io_utils.atomic_write_json(json_path, results)
-  text = sweeping.markdown(results).rstrip("\n") + "\n"
+  text = reporting.markdown(results).rstrip("\n") + "\n"
   extra = _duplicates_markdown(results["duplicates"])
   io_utils.atomic_write_text(md_path, text + ("\n" + extra if extra else ""))
   return dict(markdown=md_path, json=json_path)

@@ -1,0 +1,561 @@
+"""A sweep's report, from its workdirs alone: the results table (markdown
+and JSON) and the learning curves with intervals over seeds.
+
+  i2a/run/sweep.py (the runs' records, sweep_run.json, and their outputs)
+      -> collect_results(sweep_dir)   per configuration, every seed's final
+                                      metrics and their mean with a 95%
+                                      Student t interval (t_interval)
+      -> write_report(sweep_dir)      SWEEP_DIR/report/report.md,
+                                      report.json, agents_learning_curves.png,
+                                      models_held_out.png (band_plot)
+
+`python -m i2a.sweep` writes it at the end of every invocation (a stopped
+one too), and `--report` alone rewrites it; i2a/run/sweep_combine.py
+pools the seeds of several sweep directories through the same table
+(`summarise`, `markdown`). The report reads only files (no grid needed).
+Layout and columns: docs/experiments.md, "The report".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from i2a import io_utils
+from i2a.run import sweep as sweeping
+
+LAST_FRACTION = 0.1  # the final training return: the last 10% of env steps
+CURVE_POINTS = 200
+
+
+# -- Statistics ----------------------------------------------------------------
+
+def _continued_fraction(a: float, b: float, x: float) -> float:
+  """The continued fraction of the incomplete beta function (modified Lentz;
+  Numerical Recipes 6.4), converging for x < (a + 1) / (a + b + 2)."""
+  tiny, eps = 1e-300, 1e-16
+  c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+  d = 1.0 / (d if abs(d) > tiny else tiny)
+  result = d
+  for m in range(1, 1000):
+    for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                      -(a + m) * (a + b + m) * x / ((a + 2 * m) *
+                                                    (a + 2 * m + 1))):
+      d = 1.0 + numerator * d
+      d = 1.0 / (d if abs(d) > tiny else tiny)
+      c = 1.0 + numerator / c
+      c = c if abs(c) > tiny else tiny
+      result *= c * d
+    if abs(c * d - 1.0) < eps:
+      break
+  return result
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+  """I_x(a, b), the CDF of a Beta(a, b) variable at x."""
+  if x <= 0.0:
+    return 0.0
+  if x >= 1.0:
+    return 1.0
+  log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) +
+               a * math.log(x) + b * math.log1p(-x))
+  if x < (a + 1.0) / (a + b + 2.0):
+    return math.exp(log_front) * _continued_fraction(a, b, x) / a
+  return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+  """P(T <= t) for Student's t with `df` degrees of freedom."""
+  tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+  return 1.0 - tail if t > 0 else tail
+
+
+def student_t_quantile(p: float, df: float) -> float:
+  """The t with P(T <= t) = p (bisection on the CDF, to machine precision)."""
+  if not 0.0 < p < 1.0:
+    raise ValueError(f"p must be in (0, 1), given {p}.")
+  if df <= 0:
+    raise ValueError(f"df must be > 0, given {df}.")
+  if p == 0.5:
+    return 0.0
+  if p < 0.5:
+    return -student_t_quantile(1.0 - p, df)
+  low, high = 0.0, 1.0
+  while student_t_cdf(high, df) < p:
+    low, high = high, 2.0 * high
+  for _ in range(200):
+    middle = 0.5 * (low + high)
+    if middle in (low, high):
+      break
+    if student_t_cdf(middle, df) < p:
+      low = middle
+    else:
+      high = middle
+  return 0.5 * (low + high)
+
+
+@dataclasses.dataclass
+class Interval:
+  """The mean of n values and its Student t confidence interval (None for
+  n = 1: one seed says nothing about the spread)."""
+  mean: float
+  n: int
+  std: Optional[float] = None  # the sample standard deviation (n - 1)
+  half_width: Optional[float] = None
+  low: Optional[float] = None
+  high: Optional[float] = None
+  confidence: float = 0.95
+
+  def format(self, spec: str = ".2f") -> str:
+    if self.half_width is None:
+      return f"{self.mean:{spec}} (n={self.n}, no interval)"
+    return (f"{self.mean:{spec}} ± {self.half_width:{spec}} "
+            f"[{self.low:{spec}}, {self.high:{spec}}] (n={self.n})")
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+  """Mean and two-sided Student t interval of `values` (one per seed):
+  mean ± t_{(1 + confidence) / 2, n - 1} * s / sqrt(n), s the sample
+  standard deviation."""
+  values = [float(v) for v in values]
+  if not values:
+    raise ValueError("t_interval needs at least one value.")
+  n = len(values)
+  mean = math.fsum(values) / n
+  if n == 1:
+    return Interval(mean, 1, confidence=confidence)
+  std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+  half = student_t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+  return Interval(mean, n, std, half, mean - half, mean + half, confidence)
+
+# -- The report ----------------------------------------------------------------
+
+def _records(sweep_dir: str) -> List[Tuple[str, Dict[str, Any]]]:
+  """(workdir, record) of every job in the sweep directory."""
+  found = []
+  for stage in sweeping.STAGES:
+    stage_dir = os.path.join(sweep_dir, stage)
+    if not os.path.isdir(stage_dir):
+      continue
+    for name in sorted(os.listdir(stage_dir)):
+      name_dir = os.path.join(stage_dir, name)
+      if not os.path.isdir(name_dir):
+        continue
+      for seed_dir in sorted(os.listdir(name_dir)):
+        workdir = os.path.join(name_dir, seed_dir)
+        record = sweeping.read_record(workdir)
+        if record is not None and record.get("stage") == stage:
+          found.append((workdir, record))
+  return found
+
+
+def _csv_curve(path: str, x_column: str, y_column: str
+               ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  if not os.path.exists(path):
+    return None
+  x, y = read_column(path, x_column), read_column(path, y_column)
+  if x is None or y is None:
+    return None
+  keep = np.isfinite(x) & np.isfinite(y)
+  if not keep.any():
+    return None
+  return x[keep], y[keep]
+
+
+def _final_return(metrics: str) -> Optional[Tuple[float, Optional[float]]]:
+  """(env steps trained, the mean episode return logged over the last
+  LAST_FRACTION of them; None when no episode ended there)."""
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  if not os.path.exists(metrics):
+    return None
+  steps = read_column(metrics, "env_steps")
+  returns = read_column(metrics, "episode_return")
+  if steps is None or returns is None or not len(steps):
+    return None
+  last = returns[(steps >= (1.0 - LAST_FRACTION) * steps[-1]) &
+                 np.isfinite(returns)]
+  return float(steps[-1]), (float(np.mean(last)) if len(last) else None)
+
+
+def _latest_checkpoint(train_dir: str) -> Optional[str]:
+  path = os.path.join(train_dir, "checkpoints", "checkpoint")
+  try:
+    with open(path) as f:
+      match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', f.read(),
+                        re.MULTILINE)
+  except OSError:
+    return None
+  return os.path.basename(match.group(1)) if match else None
+
+
+def summarise(values: Sequence[float]) -> Optional[Dict[str, Any]]:
+  if not values:
+    return None
+  return dataclasses.asdict(t_interval(values))
+
+
+def _fmt(summary: Optional[Dict[str, Any]], spec: str = ".2f") -> str:
+  if summary is None:
+    return "-"
+  return Interval(**summary).format(spec)
+
+
+def _band(curves: Sequence[Tuple[np.ndarray, np.ndarray]],
+          points: int = CURVE_POINTS) -> Optional[Dict[str, np.ndarray]]:
+  """Curves interpolated on a common grid of x; at each x the mean and
+  t interval over the curves that reach it."""
+  curves = [(x, y) for x, y in curves if len(x)]
+  if not curves:
+    return None
+  low_x = min(float(x[0]) for x, _ in curves)
+  high_x = max(float(x[-1]) for x, _ in curves)
+  grid = np.linspace(low_x, high_x, points) if high_x > low_x else \
+      np.array([low_x])
+  mean, low, high, count = [], [], [], []
+  for value in grid:
+    ys = [float(np.interp(value, x, y)) for x, y in curves
+          if x[0] <= value <= x[-1]]
+    if not ys:
+      for values in (mean, low, high):
+        values.append(np.nan)
+      count.append(0)
+      continue
+    interval = t_interval(ys)
+    mean.append(interval.mean)
+    low.append(interval.low if interval.low is not None else interval.mean)
+    high.append(interval.high if interval.high is not None else
+                interval.mean)
+    count.append(interval.n)
+  return dict(x=grid, mean=np.array(mean), low=np.array(low),
+              high=np.array(high), n=np.array(count))
+
+
+def band_plot(path: str, curves: Dict[str, Sequence[Tuple[np.ndarray,
+                                                           np.ndarray]]],
+              xlabel: str, ylabel: str, title: str) -> Optional[str]:
+  """{label: [(x, y) per seed]} -> a PNG: per label the mean over seeds and
+  a shaded 95% t interval where two or more seeds reach x."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  bands = {label: _band(c) for label, c in curves.items()}
+  bands = {k: v for k, v in bands.items() if v is not None}
+  if not bands:
+    return None
+  fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+  colors = plt.get_cmap("tab10" if len(bands) <= 10 else "tab20")
+  for i, (label, band) in enumerate(bands.items()):
+    color = colors(i % colors.N)
+    n = int(band["n"].max())
+    ax.plot(band["x"], band["mean"], color=color, lw=1.5,
+            marker="o" if len(band["x"]) == 1 else None,
+            label=f"{label} (n={n})")
+    ax.fill_between(band["x"], band["low"], band["high"], color=color,
+                    alpha=0.2, lw=0)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7, loc="best")
+  fig.tight_layout()
+  with io_utils.atomic_path(path) as tmp:
+    fig.savefig(tmp, format="png")
+  plt.close(fig)
+  return path
+
+
+def _export_owner(export: str) -> Optional[Tuple[str, int]]:
+  """(pretrain name, seed) of an export path of a sweep directory."""
+  match = re.search(r"(?:^|/)pretrain/([^/]+)/seed(\d+)/export/?$",
+                    export.replace(os.sep, "/"))
+  if match is None:
+    return None
+  return match.group(1), int(match.group(2))
+
+
+def collect_results(sweep_dir: str) -> Dict[str, Any]:
+  """The sweep's results from its workdirs alone (report.json's content)."""
+  sweep_dir = os.path.abspath(sweep_dir)
+  records = _records(sweep_dir)
+  plan_path = os.path.join(sweep_dir, sweeping.PLAN)
+  plan = (io_utils.read_json(plan_path) if os.path.exists(plan_path)
+          else None)
+  order = {}
+  if plan:
+    for i, job in enumerate(plan["jobs"]):
+      order.setdefault(f"{job['stage']}/{job['name']}", i)
+  by_id = {r["id"]: (w, r) for w, r in records}
+  states: Dict[str, int] = {}
+  failures = []
+  seconds: Dict[str, float] = {}
+  for workdir, record in records:
+    states[record.get("state", "?")] = states.get(record.get("state", "?"),
+                                                  0) + 1
+    seconds[record["stage"]] = seconds.get(record["stage"], 0.0) + \
+        record.get("seconds", 0.0)
+    if record.get("state") == "failed":
+      failures.append(dict(id=record["id"], error=record.get("error"),
+                           attempts=record.get("attempts"),
+                           log=os.path.relpath(
+                               os.path.join(workdir, sweeping.LOG),
+                               sweep_dir)))
+
+  def configurations(stage: str) -> List[str]:
+    names = sorted({r["name"] for _, r in records if r["stage"] == stage},
+                   key=lambda n: (order.get(f"{stage}/{n}", 1 << 30), n))
+    return names
+
+  agents = []
+  for name in configurations("train"):
+    runs = sorted([(w, r) for w, r in records
+                   if r["stage"] == "train" and r["name"] == name],
+                  key=lambda wr: wr[1]["seed"])
+    eval_returns, final_returns, env_steps, per_seed = [], [], [], []
+    hours = []
+    for workdir, record in runs:
+      entry: Dict[str, Any] = dict(seed=record["seed"],
+                                   state=record.get("state"))
+      if record.get("state") == "done":
+        hours.append(record.get("seconds", 0.0) / 3600)
+        final = _final_return(os.path.join(workdir, "metrics.csv"))
+        if final is not None:
+          entry["env_steps"], entry["final_training_return"] = final
+          env_steps.append(entry["env_steps"])
+          if entry["final_training_return"] is not None:
+            final_returns.append(entry["final_training_return"])
+        evaluation = by_id.get(sweeping.run_id("evaluate", name,
+                                               record["seed"]))
+        scores_path = os.path.join(workdir, "eval", "scores.json")
+        if evaluation and evaluation[1].get("state") == "done" and \
+            os.path.exists(scores_path):
+          scores = io_utils.read_json(scores_path)
+          if os.path.basename(scores.get("checkpoint", "")) == \
+              _latest_checkpoint(workdir):
+            entry["evaluation_return"] = float(scores["mean"])
+            entry["evaluation_episodes"] = int(scores["episodes"])
+            eval_returns.append(entry["evaluation_return"])
+          else:
+            entry["evaluation"] = "stale (an older checkpoint)"
+      per_seed.append(entry)
+    config_file = runs[0][1].get("config_file", "") if runs else ""
+    agents.append(dict(
+        name=name, config_file=config_file,
+        envmodel=_envmodel_name(runs[0][1]) if runs else "",
+        runs=len(runs), done=sum(r.get("state") == "done" for _, r in runs),
+        evaluation_return=summarise(eval_returns),
+        final_training_return=summarise(final_returns),
+        env_steps=summarise(env_steps),
+        hours_per_run=float(np.mean(hours)) if hours else None,
+        seeds=per_seed))
+
+  table_rows: Dict[Tuple[str, int], Dict[str, Any]] = {}
+  for workdir, record in records:
+    if record["stage"] != "evaluate_models" or record.get("state") != "done":
+      continue
+    path = os.path.join(workdir, "model_table.json")
+    if not os.path.exists(path):
+      continue
+    for row in io_utils.read_json(path)["models"]:
+      owner = _export_owner(row["export"])
+      if owner is not None:
+        table_rows[owner] = row
+
+  models = []
+  for name in configurations("pretrain"):
+    runs = sorted([(w, r) for w, r in records
+                   if r["stage"] == "pretrain" and r["name"] == name],
+                  key=lambda wr: wr[1]["seed"])
+    nats, relative, improvement, per_seed, hours = [], [], [], [], []
+    for workdir, record in runs:
+      entry = dict(seed=record["seed"], state=record.get("state"))
+      done_path = os.path.join(workdir, "pretrain_done.json")
+      if record.get("state") == "done" and os.path.exists(done_path):
+        hours.append(record.get("seconds", 0.0) / 3600)
+        done = io_utils.read_json(done_path)
+        entry.update(step=done["step"], held_out_nats_per_frame=float(
+            done["held_out"]["log_likelihood_per_frame"]))
+        nats.append(entry["held_out_nats_per_frame"])
+        row = table_rows.get((name, record["seed"]))
+        if row is not None:
+          entry["label"] = row["label"]
+          if row.get("relative_rollout_time") is not None:
+            entry["relative_rollout_time"] = row["relative_rollout_time"]
+            relative.append(row["relative_rollout_time"])
+          if row.get("improvement_over_vae") is not None:
+            entry["improvement_over_vae"] = row["improvement_over_vae"]
+            improvement.append(row["improvement_over_vae"])
+      per_seed.append(entry)
+    config = runs[0][1].get("config", {}) if runs else {}
+    models.append(dict(
+        name=name, config_file=runs[0][1].get("config_file", "") if runs
+        else "", kind=config.get("kind"), jump=config.get("jump"),
+        action_free=config.get("action_free"),
+        train_steps=config.get("train_steps"),
+        batch_size=config.get("batch_size"), runs=len(runs),
+        done=sum(r.get("state") == "done" for _, r in runs),
+        held_out_nats_per_frame=summarise(nats),
+        relative_rollout_time=summarise(relative),
+        improvement_over_vae=summarise(improvement),
+        hours_per_run=float(np.mean(hours)) if hours else None,
+        seeds=per_seed))
+  invocations = []
+  sweep_path = os.path.join(sweep_dir, sweeping.SWEEP)
+  if os.path.exists(sweep_path):
+    invocations = io_utils.read_json(sweep_path).get("invocations", [])
+  total = len(plan["jobs"]) if plan else len(records)
+  return dict(
+      name=(plan or {}).get("name") or os.path.basename(sweep_dir),
+      sweep_dir=sweep_dir,
+      generated=datetime.datetime.now().isoformat(timespec="seconds"),
+      runs_planned=total,
+      states=states, failures=failures, compute_seconds=seconds,
+      invocations=len(invocations),
+      invocation_seconds=sum(i.get("seconds", 0.0) for i in invocations),
+      confidence=0.95, agents=agents, models=models)
+
+
+def _envmodel_name(record: Dict[str, Any]) -> str:
+  export = (record.get("config") or {}).get("envmodel") or ""
+  owner = _export_owner(export) if export else None
+  return f"pretrain/{owner[0]}" if owner else ""
+
+
+def write_report(sweep_dir: str) -> Dict[str, str]:
+  """report/report.md, report/report.json and the learning curves, from the
+  sweep directory's workdirs alone (atomically written)."""
+  sweep_dir = os.path.abspath(sweep_dir)
+  if not os.path.isdir(sweep_dir):
+    raise ValueError(f"{sweep_dir} is no sweep directory (it does not "
+                     "exist).")
+  results = collect_results(sweep_dir)
+  out = os.path.join(sweep_dir, sweeping.REPORT)
+  os.makedirs(out, exist_ok=True)
+  records = _records(sweep_dir)
+  pictures: Dict[str, str] = {}
+  agent_curves: Dict[str, list] = {}
+  model_curves: Dict[str, list] = {}
+  for workdir, record in records:
+    if record["stage"] == "train":
+      curve = _csv_curve(os.path.join(workdir, "metrics.csv"), "env_steps",
+                         "episode_return")
+      if curve is not None:
+        agent_curves.setdefault(record["name"], []).append(curve)
+    elif record["stage"] == "pretrain":
+      curve = _csv_curve(os.path.join(workdir, "eval.csv"), "step",
+                         "log_likelihood_per_frame")
+      if curve is not None:
+        model_curves.setdefault(record["name"], []).append(curve)
+  order_agents = [a["name"] for a in results["agents"]]
+  order_models = [m["name"] for m in results["models"]]
+  path = band_plot(
+      os.path.join(out, "agents_learning_curves.png"),
+      {k: agent_curves[k] for k in order_agents if k in agent_curves},
+      "environment steps", "episode return (training)",
+      f"{results['name']}: mean over seeds, shaded 95% t interval")
+  if path:
+    pictures["agents"] = path
+  path = band_plot(
+      os.path.join(out, "models_held_out.png"),
+      {k: model_curves[k] for k in order_models if k in model_curves},
+      "pretraining step", "held-out log-likelihood (nats/frame)",
+      f"{results['name']}: mean over seeds, shaded 95% t interval")
+  if path:
+    pictures["models"] = path
+  results["pictures"] = {k: os.path.relpath(v, out)
+                         for k, v in pictures.items()}
+  text = markdown(results)
+  md_path = os.path.join(out, "report.md")
+  json_path = os.path.join(out, "report.json")
+  io_utils.atomic_write_json(json_path, results)
+  io_utils.atomic_write_text(md_path, text)
+  return dict(markdown=md_path, json=json_path, **pictures)
+
+
+def markdown(results: Dict[str, Any]) -> str:
+  """report.md of `results` (collect_results', or sweep_combine's)."""
+  states = results["states"]
+  done = states.get("done", 0)
+  sources = results.get("sources")
+  where = (f"combined from the reports {', '.join(sources)} (seed by seed; "
+           "each report's learning curves stay with it)" if sources else
+           f"from the workdirs in {results['sweep_dir']}")
+  counted = (f"{done} pretraining and training runs done" if sources else
+             f"{done} of {results['runs_planned']} runs done")
+  lines = [
+      f"# Sweep {results['name']}", "",
+      counted
+      + "".join(f", {states[s]} {s}" for s in ("failed", "stopped", "running")
+                if states.get(s)) +
+      f"; {results['invocations']} invocation(s), "
+      f"{results['invocation_seconds'] / 3600:.2f} hours in all. Generated "
+      f"{results['generated']} {where}.",
+      "",
+      "Each value is the mean over seeds ± the half-width of the 95% "
+      "Student t interval [low, high] (n = seeds with a result); with one "
+      "seed there is no interval. Only finished runs count.", ""]
+  if results["models"]:
+    lines += [
+        "## Environment models", "",
+        "Held-out log-likelihood per frame in nats (pretraining's final "
+        "evaluation on the test split; the ELBO for latent models), and, "
+        "where the grid runs `evaluate_models`, the rollout time relative "
+        "to AR and the improvement over the VAE baseline measured with the "
+        "models of the same seed.", "",
+        "| configuration | kind | jump | steps x batch | runs done | held-out "
+        "nats/frame | relative rollout time (AR = 1) | improvement over VAE "
+        "| hours/run |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for m in results["models"]:
+      kind = (m["kind"] or "") + (" (action-free)" if m.get("action_free")
+                                  else "")
+      lines.append(
+          f"| {m['name']} | {kind} | {m['jump']} | {m['train_steps']} x "
+          f"{m['batch_size']} | {m['done']}/{m['runs']} | "
+          f"{_fmt(m['held_out_nats_per_frame'], '.1f')} | "
+          f"{_fmt(m['relative_rollout_time'], '.3f')} | "
+          f"{_fmt(m['improvement_over_vae'], '+.1f')} | "
+          f"{_hours(m['hours_per_run'])} |")
+    if "models" in results["pictures"]:
+      lines += ["", f"![held-out nats]({results['pictures']['models']})"]
+    lines.append("")
+  if results["agents"]:
+    lines += [
+        "## Agents", "",
+        "Evaluation return: `python -m i2a.evaluate`'s mean return "
+        "(eval/scores.json) of each run's final checkpoint. Training return: "
+        f"the mean episode return over the last {LAST_FRACTION:.0%} of the "
+        "run's env steps (metrics.csv).", "",
+        "| configuration | envmodel | runs done | evaluation return | "
+        "training return (last 10%) | env steps | hours/run |",
+        "|---|---|---|---|---|---|---|"]
+    for a in results["agents"]:
+      steps = a["env_steps"]
+      lines.append(
+          f"| {a['name']} | {a['envmodel'] or '-'} | {a['done']}/{a['runs']} "
+          f"| {_fmt(a['evaluation_return'])} | "
+          f"{_fmt(a['final_training_return'])} | "
+          f"{'-' if steps is None else format(steps['mean'], ',.0f')} | "
+          f"{_hours(a['hours_per_run'])} |")
+    if "agents" in results["pictures"]:
+      lines += ["", f"![learning curves]({results['pictures']['agents']})"]
+    lines.append("")
+  if results["failures"]:
+    lines += ["## Failed runs", "", "| run | attempts | error | log |",
+              "|---|---|---|---|"]
+    for f in results["failures"]:
+      error = (f["error"] or "").replace("|", "\\|").replace("\n", " ")
+      lines.append(f"| {f['id']} | {f['attempts']} | {error[:300]} | "
+                   f"{f['log']} |")
+    lines.append("")
+  return "\n".join(lines)
+
+
+def _hours(value: Optional[float]) -> str:
+  return "-" if value is None else f"{value:.2f}"
