@@ -159,6 +159,45 @@ def test_one_seed_has_no_interval():
   assert interval.format() == "-3.50 (n=1, no interval)"
 
 
+def _fake_pretraining(sweep_dir, name, kind, seed, held_out):
+  workdir = os.path.join(sweep_dir, "pretrain", name, f"seed{seed}")
+  os.makedirs(workdir)
+  io_utils.atomic_write_json(os.path.join(workdir, sweeping.RECORD), dict(
+      id=f"pretrain/{name}/seed{seed}", stage="pretrain", name=name,
+      seed=seed, state="done", seconds=1800.0,
+      config_file=f"configs/envmodels/{kind}.py:small",
+      config=dict(kind=kind, jump=1, train_steps=9000, batch_size=16)))
+  io_utils.atomic_write_json(os.path.join(workdir, "pretrain_done.json"),
+                             dict(step=9000, held_out=held_out,
+                                  export=os.path.join(workdir, "export")))
+
+
+def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
+  """A fake sweep directory: two seeds of an sSSM (one with a collapsed
+  posterior) and an AR, which has no latent."""
+  sweep_dir = str(tmp_path)
+  _fake_pretraining(sweep_dir, "sssm", "sssm", 0,
+                    dict(log_likelihood_per_frame=-100.0, kl=2.5))
+  _fake_pretraining(sweep_dir, "sssm", "sssm", 1,
+                    dict(log_likelihood_per_frame=-102.0, kl=0.0001))
+  _fake_pretraining(sweep_dir, "ar", "ar", 0,
+                    dict(log_likelihood_per_frame=-99.0))
+  results = reporting.collect_results(sweep_dir)
+  models = {m["name"]: m for m in results["models"]}
+  kl = models["sssm"]["posterior_kl_per_step"]
+  assert (kl["n"], kl["mean"]) == (2, pytest.approx(1.25005))
+  assert kl["half_width"] == pytest.approx(
+      reporting.t_interval([2.5, 0.0001]).half_width)
+  assert [s["posterior_kl_per_step"] for s in models["sssm"]["seeds"]] == \
+      [2.5, 0.0001]
+  assert models["ar"]["posterior_kl_per_step"] is None
+  assert "posterior_kl_per_step" not in models["ar"]["seeds"][0]
+  text = reporting.markdown(dict(results, pictures={}))
+  assert "| KL (nats/step) | hours/run |" in text
+  assert "| -99.0 (n=1, no interval) | - | - | - | 0.50 |" in text
+  assert f"| {reporting.Interval(**kl).format('.3g')} | 0.50 |" in text
+
+
 # -- Grids ---------------------------------------------------------------------
 
 def test_a_dependency_on_an_unknown_name_is_refused_before_anything_runs(

@@ -373,6 +373,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
                    if r["stage"] == "pretrain" and r["name"] == name],
                   key=lambda wr: wr[1]["seed"])
     nats, relative, improvement, per_seed, hours = [], [], [], [], []
+    kls = []
     for workdir, record in runs:
       entry = dict(seed=record["seed"], state=record.get("state"))
       done_path = os.path.join(workdir, "pretrain_done.json")
@@ -382,6 +383,11 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         entry.update(step=done["step"], held_out_nats_per_frame=float(
             done["held_out"]["log_likelihood_per_frame"]))
         nats.append(entry["held_out_nats_per_frame"])
+        # Latent models only: the posterior-to-prior KL per model step,
+        # summed over the latent (near 0: the latent carries nothing).
+        if done["held_out"].get("kl") is not None:
+          entry["posterior_kl_per_step"] = float(done["held_out"]["kl"])
+          kls.append(entry["posterior_kl_per_step"])
         row = table_rows.get((name, record["seed"]))
         if row is not None:
           entry["label"] = row["label"]
@@ -403,6 +409,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         held_out_nats_per_frame=summarise(nats),
         relative_rollout_time=summarise(relative),
         improvement_over_vae=summarise(improvement),
+        posterior_kl_per_step=summarise(kls),
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
   invocations = []
@@ -507,11 +514,14 @@ def markdown(results: Dict[str, Any]) -> str:
         "evaluation on the test split; the ELBO for latent models), and, "
         "where the grid runs `evaluate_models`, the rollout time relative "
         "to AR and the improvement over the VAE baseline measured with the "
-        "models of the same seed.", "",
+        "models of the same seed. For models with a latent variable, the "
+        "held-out KL from the posterior to the prior per model step, "
+        "summed over the latent (near 0: a collapsed posterior, whose "
+        "latent the model does not use).", "",
         "| configuration | kind | jump | steps x batch | runs done | held-out "
         "nats/frame | relative rollout time (AR = 1) | improvement over VAE "
-        "| hours/run |",
-        "|---|---|---|---|---|---|---|---|---|"]
+        "| KL (nats/step) | hours/run |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
     for m in results["models"]:
       kind = (m["kind"] or "") + (" (action-free)" if m.get("action_free")
                                   else "")
@@ -521,6 +531,7 @@ def markdown(results: Dict[str, Any]) -> str:
           f"{_fmt(m['held_out_nats_per_frame'], '.1f')} | "
           f"{_fmt(m['relative_rollout_time'], '.3f')} | "
           f"{_fmt(m['improvement_over_vae'], '+.1f')} | "
+          f"{_fmt(m.get('posterior_kl_per_step'), '.3g')} | "
           f"{_hours(m['hours_per_run'])} |")
     if "models" in results["pictures"]:
       lines += ["", f"![held-out nats]({results['pictures']['models']})"]
