@@ -9,7 +9,7 @@ import pytest
 
 import envmodels
 from configs import collect as collect_config
-from configs.envmodels import dssm_det
+from configs.envmodels import dssm_det, sssm_action_free
 from envmodels import precision
 from i2a.replay import datasets, files
 from i2a.run import collect as collection
@@ -17,18 +17,26 @@ from i2a.run import evaluate_models as model_evaluation
 from i2a.run import pretrain as pretraining
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-  """(dataset dir, export dir) of a tiny dSSM-DET."""
-  collect_dir = str(tmp_path_factory.mktemp("collect"))
-  collection.run(collect_config.get_config("tiny"), collect_dir)
-  data = os.path.join(collect_dir, "dataset")
-  config = dssm_det.get_config("tiny")
+def _pretrained(config_module, data, tmp_path_factory):
+  config = config_module.get_config("tiny")
   config.data = data
   config.train_steps = 4
   workdir = str(tmp_path_factory.mktemp("pretrain") / "run")
   pretraining.run(config, workdir)
-  return data, os.path.join(workdir, pretraining.EXPORT)
+  return os.path.join(workdir, pretraining.EXPORT)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+  collect_dir = str(tmp_path_factory.mktemp("collect"))
+  collection.run(collect_config.get_config("tiny"), collect_dir)
+  return os.path.join(collect_dir, "dataset")
+
+
+@pytest.fixture(scope="module")
+def trained(dataset, tmp_path_factory):
+  """(dataset dir, export dir) of a tiny dSSM-DET."""
+  return dataset, _pretrained(dssm_det, dataset, tmp_path_factory)
 
 
 def test_open_loop_error_matches_a_direct_computation(trained):
@@ -76,6 +84,42 @@ def test_open_loop_error_matches_a_direct_computation(trained):
           rtol=1e-5)
 
 
+def test_the_action_effect_is_what_random_actions_change(trained,
+                                                          tmp_path_factory):
+  data, export = trained
+  test_dir = files.split_path(data, "test")
+  model = envmodels.load(export)
+  T, k = 3, model.spec.context_length
+  effect = model_evaluation.action_effect(model, test_dir, T=T,
+                                          num_windows=6, batch_size=4)
+  # The same windows and random actions, computed directly.
+  sampler = datasets.window_sampler(test_dir, k + T, model.spec.jump)
+  rng = np.random.default_rng(0)
+  sq, changed = np.zeros(T), np.zeros(T)
+  for batch in datasets.evaluation_batches(sampler, 4, 6):
+    recorded = batch["action"][:, k - 1:k - 1 + T]
+    random = rng.integers(0, model.spec.num_actions, tuple(recorded.shape))
+    state = model.initial_state(batch["observation"][:, :k])
+    difference = (
+        model.rollout(state, recorded, render=True).frames.numpy() -
+        model.rollout(state, random.astype(np.int32),
+                      render=True).frames.numpy())
+    sq += np.mean(difference ** 2, axis=(2, 3, 4)).sum(0)
+    changed += np.sum(np.max(np.abs(difference), axis=-1) >
+                      model_evaluation.MOVING_THRESHOLD, axis=(2, 3)).sum(0)
+  np.testing.assert_allclose(effect.mse, sq / 6, rtol=1e-4, atol=1e-12)
+  np.testing.assert_allclose(effect.changed_pixels, changed / 6)
+  # The dSSM-DET reads its actions: other actions, other frames.
+  assert len(effect.mse) == T and min(effect.mse) > 0
+  # An action-free sSSM ignores them, and both rollouts draw the same
+  # latent noise: exactly no effect.
+  model = envmodels.load(_pretrained(sssm_action_free, data,
+                                     tmp_path_factory))
+  effect = model_evaluation.action_effect(model, test_dir, T=T,
+                                          num_windows=6, batch_size=4)
+  assert effect.mse == [0.0] * T and effect.changed_pixels == [0.0] * T
+
+
 def test_moving_pixels_are_where_a_frame_leaves_its_windows_median():
   # A static background with a 2x2 square moving one pixel right per frame:
   # each frame's moving pixels are exactly its square.
@@ -109,6 +153,9 @@ def test_the_table_states_the_open_loop_error_next_to_copy(trained):
   assert len(row.background_moving_mse) == 3
   assert "moving pixels, last step: model / copy / static background" in (
       table)
+  assert len(row.action_effect_mse) == len(row.action_changed_pixels) == 3
+  assert (f"{row.action_effect_mse[-1]:.2e} / "
+          f"{row.action_changed_pixels[-1]:.1f} |") in table
 
 
 def test_the_report_records_its_precision_and_thread_pools(trained,

@@ -14,6 +14,13 @@ For each exported model (Buesing et al. 2018, Table 1):
     static maze hides), where a second reference is the static background
     (that median frame, which has no moving objects: a model that leaves
     them out errs as much);
+  * the action effect (`action_effect`): how much the frames rendered open
+    loop change when the same windows are rolled out with uniformly random
+    actions instead of the recorded ones, with the same random draws. A
+    model whose frames do not change has learned to ignore the actions
+    (an action-free model ignores them by construction): its imagined
+    futures are the same whatever an agent would do, which an I2A reading
+    them, or a planner, cannot use;
   * the rollout computation time relative to AR (when AR is among the
     models), measured in the same run: each model rolls out the same number
     of primitive steps (a jumpy model takes horizon / c model steps) for the
@@ -67,6 +74,12 @@ class ModelRow:
   open_loop_moving_mse: Optional[List[Optional[float]]] = None
   copy_last_frame_moving_mse: Optional[List[Optional[float]]] = None
   background_moving_mse: Optional[List[Optional[float]]] = None
+  # `action_effect` at each of the T model steps: the mean squared
+  # difference per pixel between the frames under the recorded and under
+  # random actions, and how many pixels per frame differ by more than
+  # MOVING_THRESHOLD in some channel.
+  action_effect_mse: Optional[List[float]] = None
+  action_changed_pixels: Optional[List[float]] = None
 
 
 def model_label(spec: envmodels.EnvModelSpec) -> str:
@@ -196,6 +209,63 @@ def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
                        background_moving=per_moving_pixel(background_moving_sq))
 
 
+@dataclasses.dataclass
+class ActionEffect:
+  """Per model step ahead (t = 1..T): how the open-loop frames of held-out
+  windows change when the recorded actions are replaced by uniformly
+  random ones. mse: the squared difference per pixel (frames in [0, 1]),
+  averaged over windows and pixels; changed_pixels: the pixels per frame
+  that differ by more than MOVING_THRESHOLD in some channel."""
+  mse: List[float]
+  changed_pixels: List[float]
+
+
+def action_effect(model: envmodels.EnvModel, test_dir: str, T: int,
+                  num_windows: int, batch_size: int,
+                  seed: int = 0) -> ActionEffect:
+  """How much the model's open-loop frames depend on its actions.
+
+  Each held-out window is rolled out T model steps from its context frames
+  twice, with its recorded actions and with uniformly random ones (drawn
+  from `seed`), the model's generator reseeded before each of the two so
+  that a stochastic model draws the same latent noise both times: what
+  differs is what the actions did. Zero for an action-free model and for
+  the VAE baseline, which ignore actions; near zero for a model that has
+  learned to ignore them (on Atari, one that predicts the agent's sprite
+  from the context frames' motion alone, or blurs it).
+  """
+  spec = model.spec
+  k = spec.context_length
+  sampler = datasets.window_sampler(test_dir, k + T, spec.jump)
+  rng = np.random.default_rng(seed)
+
+  @tf.function
+  def frames(context, actions):
+    return model.rollout(model.initial_state(context), actions,
+                         render=True).frames  # [B, T, H, W, C]
+
+  sq, changed = np.zeros(T), np.zeros(T)
+  count = 0
+  for i, batch in enumerate(datasets.evaluation_batches(
+      sampler, batch_size, num_windows)):
+    context = batch["observation"][:, :k]
+    recorded = batch["action"][:, k - 1:k - 1 + T]  # [B, T, c]
+    random = tf.constant(rng.integers(0, spec.num_actions,
+                                      tuple(recorded.shape)),
+                         tf.int32)
+    model.reseed(seed + i)
+    with_recorded = frames(context, recorded).numpy()
+    model.reseed(seed + i)
+    with_random = frames(context, random).numpy()
+    difference = with_recorded - with_random  # [B, T, H, W, C]
+    sq += np.mean(difference ** 2, axis=(2, 3, 4)).sum(0)
+    changed += np.sum(np.max(np.abs(difference), axis=-1) > MOVING_THRESHOLD,
+                      axis=(2, 3)).sum(0)
+    count += difference.shape[0]
+  return ActionEffect(mse=list(sq / count),
+                      changed_pixels=list(changed / count))
+
+
 def rollout_function(model: envmodels.EnvModel, horizon: int,
                      batch_size: int) -> Callable[[], None]:
   """A warmed-up callable that rolls out `horizon` primitive steps once."""
@@ -262,6 +332,7 @@ def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
     print(f"evaluating {model_label(spec)} ({export})", flush=True)
     ll = held_out_log_likelihood(model, test_dir, T, num_windows, batch_size)
     error = open_loop_error(model, test_dir, T, num_windows, batch_size)
+    effect = action_effect(model, test_dir, T, num_windows, batch_size)
     steps = max(1, horizon // spec.jump)
     rows.append(ModelRow(
         label=model_label(spec), export=os.path.abspath(export),
@@ -275,7 +346,9 @@ def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
         copy_last_frame_mse=error.copy_last_frame,
         open_loop_moving_mse=error.model_moving,
         copy_last_frame_moving_mse=error.copy_last_frame_moving,
-        background_moving_mse=error.background_moving))
+        background_moving_mse=error.background_moving,
+        action_effect_mse=effect.mse,
+        action_changed_pixels=effect.changed_pixels))
   vae = next((r for r in rows if r.kind == "vae"), None)
   ar = next((r for r in rows if r.kind == "ar" and r.jump == 1), None)
   for row in rows:
@@ -300,8 +373,9 @@ def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
       "| model | held-out log-likelihood (nats/frame) | improvement over "
       "VAE baseline | open-loop MSE, last step | copy-last-frame MSE | "
       "moving pixels, last step: model / copy / static background | "
+      "action effect, last step: MSE / changed pixels | "
       "rollout time relative to AR | imagined transitions/s | parameters |",
-      "|---|---|---|---|---|---|---|---|---|"]
+      "|---|---|---|---|---|---|---|---|---|---|"]
 
   def last(values: Optional[List[Optional[float]]]) -> Optional[float]:
     return values[-1] if values else None
@@ -315,6 +389,8 @@ def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
         f"{_fmt(last(r.open_loop_moving_mse), '.4f')} / "
         f"{_fmt(last(r.copy_last_frame_moving_mse), '.4f')} / "
         f"{_fmt(last(r.background_moving_mse), '.4f')} | "
+        f"{_fmt(last(r.action_effect_mse), '.2e')} / "
+        f"{_fmt(last(r.action_changed_pixels), '.1f')} | "
         f"{_fmt(r.relative_rollout_time, '.3f')} | "
         f"{r.imagined_transitions_per_s:,.0f} | {r.parameters:,} |")
   steps = len(rows[0].open_loop_mse) if rows and rows[0].open_loop_mse else 0
@@ -328,7 +404,13 @@ def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
                "frame differs from its window's per-pixel median by more "
                f"than {MOVING_THRESHOLD} in some channel (sprites, score, "
                "eaten pellets), against copying and against that median "
-               "frame, the static background without them. "
+               "frame, the static background without them. Action effect: "
+               "the same windows rolled out with uniformly random actions "
+               "instead of the recorded ones (the same latent draws): the "
+               "squared difference per pixel between the two predictions, "
+               "and the pixels per frame that differ by more than "
+               f"{MOVING_THRESHOLD} (0 / 0: the frames do not depend on the "
+               "actions). "
                f"Rollout time: {horizon} primitive steps for a batch of "
                f"{rollout_batch} (jumpy models take {horizon}/c model "
                "steps), median of 10 timed round-robin across the models, in "
