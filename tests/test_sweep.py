@@ -193,9 +193,9 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   assert models["ar"]["posterior_kl_per_step"] is None
   assert "posterior_kl_per_step" not in models["ar"]["seeds"][0]
   text = reporting.markdown(dict(results, pictures={}))
-  assert "| KL (nats/step) | hours/run |" in text
-  assert "| -99.0 (n=1, no interval) | - | - | - | 0.50 |" in text
-  assert f"| {reporting.Interval(**kl).format('.3g')} | 0.50 |" in text
+  assert "| KL (nats/step) | action effect (pixels) | hours/run |" in text
+  assert "| -99.0 (n=1, no interval) | - | - | - | - | 0.50 |" in text
+  assert f"| {reporting.Interval(**kl).format('.3g')} | - | 0.50 |" in text
 
 
 # -- Grids ---------------------------------------------------------------------
@@ -499,6 +499,14 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
   assert models["dssm_det"]["held_out_nats_per_frame"]["mean"] == \
       pytest.approx(held_out["log_likelihood_per_frame"])
   assert models["ar"]["relative_rollout_time"]["mean"] == pytest.approx(1.0)
+  # The action effect T model steps ahead, from the seed's model table.
+  table = io_utils.read_json(os.path.join(
+      swept["sweep_dir"], "evaluate_models", "table", "seed0",
+      "model_table.json"))
+  for row in table["models"]:
+    name = os.path.basename(os.path.dirname(os.path.dirname(row["export"])))
+    assert models[name]["action_changed_pixels"]["mean"] == pytest.approx(
+        row["action_changed_pixels"][-1])
   assert models["dssm_det"]["relative_rollout_time"]["mean"] > 0
   assert report["failures"][0]["id"] == "train/broken/seed0"
   for text in ("| a2c | - | 2/2 |", "(n=2)", "| i2a | pretrain/dssm_det |",

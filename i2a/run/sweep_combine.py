@@ -29,7 +29,8 @@ from i2a.run import sweep_report as reporting
 # Per stage: the per-seed values summarised over seeds.
 _AGENT_VALUES = ("evaluation_return", "final_training_return", "env_steps")
 _MODEL_VALUES = ("held_out_nats_per_frame", "relative_rollout_time",
-                 "improvement_over_vae", "posterior_kl_per_step")
+                 "improvement_over_vae", "posterior_kl_per_step",
+                 "action_changed_pixels")
 # What to do with a seed that has results in two reports.
 DUPLICATES = ("refuse", "first", "last")
 

@@ -373,7 +373,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
                    if r["stage"] == "pretrain" and r["name"] == name],
                   key=lambda wr: wr[1]["seed"])
     nats, relative, improvement, per_seed, hours = [], [], [], [], []
-    kls = []
+    kls, action_pixels = [], []
     for workdir, record in runs:
       entry = dict(seed=record["seed"], state=record.get("state"))
       done_path = os.path.join(workdir, "pretrain_done.json")
@@ -397,6 +397,9 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
           if row.get("improvement_over_vae") is not None:
             entry["improvement_over_vae"] = row["improvement_over_vae"]
             improvement.append(row["improvement_over_vae"])
+          if row.get("action_changed_pixels"):  # T model steps ahead
+            entry["action_changed_pixels"] = row["action_changed_pixels"][-1]
+            action_pixels.append(entry["action_changed_pixels"])
       per_seed.append(entry)
     config = runs[0][1].get("config", {}) if runs else {}
     models.append(dict(
@@ -410,6 +413,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         relative_rollout_time=summarise(relative),
         improvement_over_vae=summarise(improvement),
         posterior_kl_per_step=summarise(kls),
+        action_changed_pixels=summarise(action_pixels),
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
   invocations = []
@@ -517,11 +521,14 @@ def markdown(results: Dict[str, Any]) -> str:
         "models of the same seed. For models with a latent variable, the "
         "held-out KL from the posterior to the prior per model step, "
         "summed over the latent (near 0: a collapsed posterior, whose "
-        "latent the model does not use).", "",
+        "latent the model does not use). Action effect: the pixels per "
+        "frame, T model steps ahead, that change by more than 0.1 when the "
+        "model is given random instead of the recorded actions "
+        "(`evaluate_models`; 0: the model ignores its actions).", "",
         "| configuration | kind | jump | steps x batch | runs done | held-out "
         "nats/frame | relative rollout time (AR = 1) | improvement over VAE "
-        "| KL (nats/step) | hours/run |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+        "| KL (nats/step) | action effect (pixels) | hours/run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in results["models"]:
       kind = (m["kind"] or "") + (" (action-free)" if m.get("action_free")
                                   else "")
@@ -532,6 +539,7 @@ def markdown(results: Dict[str, Any]) -> str:
           f"{_fmt(m['relative_rollout_time'], '.3f')} | "
           f"{_fmt(m['improvement_over_vae'], '+.1f')} | "
           f"{_fmt(m.get('posterior_kl_per_step'), '.3g')} | "
+          f"{_fmt(m.get('action_changed_pixels'), '.1f')} | "
           f"{_hours(m['hours_per_run'])} |")
     if "models" in results["pictures"]:
       lines += ["", f"![held-out nats]({results['pictures']['models']})"]
