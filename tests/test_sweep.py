@@ -174,7 +174,7 @@ def _fake_pretraining(sweep_dir, name, kind, seed, held_out):
 
 def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   """A fake sweep directory: two seeds of an sSSM (one with a collapsed
-  posterior) and an AR, which has no latent."""
+  posterior), an AR and a dSSM-DET, which have no latent."""
   sweep_dir = str(tmp_path)
   _fake_pretraining(sweep_dir, "sssm", "sssm", 0,
                     dict(log_likelihood_per_frame=-100.0, kl=2.5))
@@ -182,6 +182,9 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
                     dict(log_likelihood_per_frame=-102.0, kl=0.0001))
   _fake_pretraining(sweep_dir, "ar", "ar", 0,
                     dict(log_likelihood_per_frame=-99.0))
+  # A deterministic state-space model logs a zero KL: it has no latent.
+  _fake_pretraining(sweep_dir, "dssm_det", "dssm_det", 0,
+                    dict(log_likelihood_per_frame=-101.0, kl=0.0))
   results = reporting.collect_results(sweep_dir)
   models = {m["name"]: m for m in results["models"]}
   kl = models["sssm"]["posterior_kl_per_step"]
@@ -191,6 +194,7 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   assert [s["posterior_kl_per_step"] for s in models["sssm"]["seeds"]] == \
       [2.5, 0.0001]
   assert models["ar"]["posterior_kl_per_step"] is None
+  assert models["dssm_det"]["posterior_kl_per_step"] is None
   assert "posterior_kl_per_step" not in models["ar"]["seeds"][0]
   text = reporting.markdown(dict(results, pictures={}))
   assert "| KL (nats/step) | action effect (pixels) | hours/run |" in text

@@ -32,6 +32,9 @@ from i2a.run import sweep as sweeping
 
 LAST_FRACTION = 0.1  # the final training return: the last 10% of env steps
 CURVE_POINTS = 200
+# The envmodel kinds with a posterior over a latent: their `kl` is the
+# posterior's to the prior (the dSSM-DET logs a zero one).
+LATENT_KINDS = ("vae", "dssm_vae", "sssm")
 
 
 # -- Statistics ----------------------------------------------------------------
@@ -385,7 +388,8 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         nats.append(entry["held_out_nats_per_frame"])
         # Latent models only: the posterior-to-prior KL per model step,
         # summed over the latent (near 0: the latent carries nothing).
-        if done["held_out"].get("kl") is not None:
+        if (record.get("config", {}).get("kind") in LATENT_KINDS and
+            done["held_out"].get("kl") is not None):
           entry["posterior_kl_per_step"] = float(done["held_out"]["kl"])
           kls.append(entry["posterior_kl_per_step"])
         row = table_rows.get((name, record["seed"]))
