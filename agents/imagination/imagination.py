@@ -355,8 +355,23 @@ class ImaginationCore(snt.Module):
     if isinstance(model, envmodels.LiveEnvModel):  # the steps' snapshots
       for state in produced:
         model.release(state)
-    return (tf.stack(imaginations, axis=1), tf.stack(rewards, axis=1),
-            tf.stack(logits, axis=1) if logits else None)
+    return (stack_steps(imaginations), stack_steps(rewards),
+            stack_steps(logits) if logits else None)
+
+
+def stack_steps(steps: Sequence[tf.Tensor]) -> tf.Tensor:
+  """tau x [R, ...] -> [R, tau, ...]: tf.stack on axis 1, except that one
+  tensor repeated (a model that returns its input: the copy model) is
+  tiled. TF 2.15's Grappler rewrites a stack of one repeated tensor
+  (ArithmeticOptimizer, ReplacePackWithTileReshape) into a reshape to a
+  shape it can infer wrongly when the rows run as branches (a reshape of
+  3 rows' values to 2 rows' shape fails at run time); a tile has no
+  reshape to get wrong."""
+  first = steps[0]
+  if len(steps) > 1 and all(step is first for step in steps):
+    expanded = first[:, None]  # [R, 1, ...]
+    return tf.tile(expanded, [1, len(steps)] + [1] * (expanded.shape.rank - 2))
+  return tf.stack(steps, axis=1)
 
 
 # -- Stored rollouts (side inputs) -----------------------------------------

@@ -423,6 +423,30 @@ def test_copy_model_imagines_the_initial_state_with_zero_reward(exports):
       obs[:, -1].numpy() / 255.0, rtol=1e-6)
 
 
+@pytest.mark.parametrize("imagination", ["abstract", "pixels"])
+def test_copy_model_rollouts_compile_in_uneven_row_branches(exports,
+                                                            imagination):
+  """Traced (Grappler rewrites the graph) with 2 branches of 3 and 2 rows
+  (1 window x K = 5), the copy model's repeated state stacks to the
+  imaginations one chain gives: its steps return one tensor, whose
+  tf.stack Grappler once turned into a reshape to the wrong branch's
+  shape."""
+  model = load(exports)
+  network = make(model, model="copy", depth=2, imagination=imagination)
+  core = network.imagination_core
+  obs = observations(batch=1, seed=5)
+  keys = tf.constant([[3, 4]], tf.int32)
+  results = {}
+  for n in (1, 2):
+    with branches.scope(n):
+      results[n] = tf.function(core)(obs, keys=keys)
+  assert results[2].imaginations.shape[:2] == (NUM_ACTIONS, 2)
+  np.testing.assert_array_equal(results[2].imaginations.numpy(),
+                                results[1].imaginations.numpy())
+  np.testing.assert_array_equal(results[2].imaginations[:, 0].numpy(),
+                                results[2].imaginations[:, 1].numpy())
+
+
 def test_untrained_model_is_frozen_seeded_and_not_the_pretrained_one(exports):
   model = load(exports)
   first = imagination_lib.untrained_envmodel(model, seed=4)
