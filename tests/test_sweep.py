@@ -202,6 +202,22 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   assert f"| {reporting.Interval(**kl).format('.3g')} | - | 0.50 |" in text
 
 
+def test_runs_done_count_the_plans_runs_not_only_those_started(tmp_path):
+  """A plan of three sSSM seeds, one started: 'runs done' says 1/3."""
+  sweep_dir = str(tmp_path)
+  _fake_pretraining(sweep_dir, "sssm", "sssm", 0,
+                    dict(log_likelihood_per_frame=-100.0, kl=2.5))
+  io_utils.atomic_write_json(
+      os.path.join(sweep_dir, sweeping.PLAN),
+      dict(name="fake", jobs=[dict(stage="pretrain", name="sssm", seed=s)
+                              for s in range(3)]))
+  results = reporting.collect_results(sweep_dir)
+  (model,) = results["models"]
+  assert (model["done"], model["runs"], results["runs_planned"]) == (1, 3, 3)
+  assert "| 9000 x 16 | 1/3 |" in reporting.markdown(
+      dict(results, pictures={}))
+
+
 # -- Grids ---------------------------------------------------------------------
 
 def test_a_dependency_on_an_unknown_name_is_refused_before_anything_runs(

@@ -290,10 +290,13 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
   plan_path = os.path.join(sweep_dir, sweeping.PLAN)
   plan = (io_utils.read_json(plan_path) if os.path.exists(plan_path)
           else None)
-  order = {}
+  order: Dict[str, int] = {}
+  planned: Dict[str, int] = {}  # runs of each stage/name in the plan
   if plan:
     for i, job in enumerate(plan["jobs"]):
-      order.setdefault(f"{job['stage']}/{job['name']}", i)
+      key = f"{job['stage']}/{job['name']}"
+      order.setdefault(key, i)
+      planned[key] = planned.get(key, 0) + 1
   by_id = {r["id"]: (w, r) for w, r in records}
   states: Dict[str, int] = {}
   failures = []
@@ -351,7 +354,8 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
     agents.append(dict(
         name=name, config_file=config_file,
         envmodel=_envmodel_name(runs[0][1]) if runs else "",
-        runs=len(runs), done=sum(r.get("state") == "done" for _, r in runs),
+        runs=max(planned.get(f"train/{name}", 0), len(runs)),
+        done=sum(r.get("state") == "done" for _, r in runs),
         evaluation_return=summarise(eval_returns),
         final_training_return=summarise(final_returns),
         env_steps=summarise(env_steps),
@@ -411,7 +415,8 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         else "", kind=config.get("kind"), jump=config.get("jump"),
         action_free=config.get("action_free"),
         train_steps=config.get("train_steps"),
-        batch_size=config.get("batch_size"), runs=len(runs),
+        batch_size=config.get("batch_size"),
+        runs=max(planned.get(f"pretrain/{name}", 0), len(runs)),
         done=sum(r.get("state") == "done" for _, r in runs),
         held_out_nats_per_frame=summarise(nats),
         relative_rollout_time=summarise(relative),
