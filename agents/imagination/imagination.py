@@ -355,11 +355,11 @@ class ImaginationCore(snt.Module):
     if isinstance(model, envmodels.LiveEnvModel):  # the steps' snapshots
       for state in produced:
         model.release(state)
-    return (stack_steps(imaginations), stack_steps(rewards),
-            stack_steps(logits) if logits else None)
+    return (_stack_steps(imaginations), _stack_steps(rewards),
+            _stack_steps(logits) if logits else None)
 
 
-def stack_steps(steps: Sequence[tf.Tensor]) -> tf.Tensor:
+def _stack_steps(steps: Sequence[tf.Tensor]) -> tf.Tensor:
   """tau x [R, ...] -> [R, tau, ...]: tf.stack on axis 1, except that one
   tensor repeated (a model that returns its input: the copy model) is
   tiled. TF 2.15's Grappler rewrites a stack of one repeated tensor
