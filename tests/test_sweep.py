@@ -197,9 +197,11 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   assert models["dssm_det"]["posterior_kl_per_step"] is None
   assert "posterior_kl_per_step" not in models["ar"]["seeds"][0]
   text = reporting.markdown(dict(results, pictures={}))
-  assert "| KL (nats/step) | action effect (pixels) | hours/run |" in text
-  assert "| -99.0 (n=1, no interval) | - | - | - | - | 0.50 |" in text
-  assert f"| {reporting.Interval(**kl).format('.3g')} | - | 0.50 |" in text
+  assert ("| KL (nats/step) | action effect (pixels) | open-loop MSE | "
+          "copy-last-frame MSE | hours/run |") in text
+  assert "| -99.0 (n=1, no interval) | - | - | - | - | - | - | 0.50 |" in text
+  assert (f"| {reporting.Interval(**kl).format('.3g')} | - | - | - | 0.50 |"
+          in text)
 
 
 def test_runs_done_count_the_plans_runs_not_only_those_started(tmp_path):
@@ -527,7 +529,16 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
     name = os.path.basename(os.path.dirname(os.path.dirname(row["export"])))
     assert models[name]["action_changed_pixels"]["mean"] == pytest.approx(
         row["action_changed_pixels"][-1])
+    # The open-loop MSE T model steps ahead, beside copying the last frame.
+    assert models[name]["open_loop_mse"]["mean"] == pytest.approx(
+        row["open_loop_mse"][-1])
+    assert models[name]["copy_last_frame_mse"]["mean"] == pytest.approx(
+        row["copy_last_frame_mse"][-1])
+    assert models[name]["seeds"][0]["open_loop_mse"] == pytest.approx(
+        row["open_loop_mse"][-1])
   assert models["dssm_det"]["relative_rollout_time"]["mean"] > 0
+  open_loop = reporting.Interval(**models["dssm_det"]["open_loop_mse"])
+  assert f"| {open_loop.format('.5f')} |" in swept["markdown"]
   assert report["failures"][0]["id"] == "train/broken/seed0"
   for text in ("| a2c | - | 2/2 |", "(n=2)", "| i2a | pretrain/dssm_det |",
                "(n=1, no interval)", "| dssm_det | dssm_det | 1 | 4 x 4 |",

@@ -380,7 +380,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
                    if r["stage"] == "pretrain" and r["name"] == name],
                   key=lambda wr: wr[1]["seed"])
     nats, relative, improvement, per_seed, hours = [], [], [], [], []
-    kls, action_pixels = [], []
+    kls, action_pixels, open_loop, copy_frame = [], [], [], []
     for workdir, record in runs:
       entry = dict(seed=record["seed"], state=record.get("state"))
       done_path = os.path.join(workdir, "pretrain_done.json")
@@ -408,6 +408,11 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
           if row.get("action_changed_pixels"):  # T model steps ahead
             entry["action_changed_pixels"] = row["action_changed_pixels"][-1]
             action_pixels.append(entry["action_changed_pixels"])
+          if row.get("open_loop_mse"):  # T model steps ahead, and copying
+            entry["open_loop_mse"] = row["open_loop_mse"][-1]
+            open_loop.append(entry["open_loop_mse"])
+            entry["copy_last_frame_mse"] = row["copy_last_frame_mse"][-1]
+            copy_frame.append(entry["copy_last_frame_mse"])
       per_seed.append(entry)
     config = runs[0][1].get("config", {}) if runs else {}
     models.append(dict(
@@ -423,6 +428,8 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         improvement_over_vae=summarise(improvement),
         posterior_kl_per_step=summarise(kls),
         action_changed_pixels=summarise(action_pixels),
+        open_loop_mse=summarise(open_loop),
+        copy_last_frame_mse=summarise(copy_frame),
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
   invocations = []
@@ -533,11 +540,15 @@ def markdown(results: Dict[str, Any]) -> str:
         "latent the model does not use). Action effect: the pixels per "
         "frame, T model steps ahead, that change by more than 0.1 when the "
         "model is given random instead of the recorded actions "
-        "(`evaluate_models`; 0: the model ignores its actions).", "",
+        "(`evaluate_models`; 0: the model ignores its actions). Open-loop "
+        "MSE: per pixel, T model steps ahead of the context frames with the "
+        "recorded actions, beside copying the last context frame on the "
+        "same windows (`evaluate_models`).", "",
         "| configuration | kind | jump | steps x batch | runs done | held-out "
         "nats/frame | relative rollout time (AR = 1) | improvement over VAE "
-        "| KL (nats/step) | action effect (pixels) | hours/run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|"]
+        "| KL (nats/step) | action effect (pixels) | open-loop MSE | "
+        "copy-last-frame MSE | hours/run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in results["models"]:
       kind = (m["kind"] or "") + (" (action-free)" if m.get("action_free")
                                   else "")
@@ -549,6 +560,8 @@ def markdown(results: Dict[str, Any]) -> str:
           f"{_fmt(m['improvement_over_vae'], '+.1f')} | "
           f"{_fmt(m.get('posterior_kl_per_step'), '.3g')} | "
           f"{_fmt(m.get('action_changed_pixels'), '.1f')} | "
+          f"{_fmt(m.get('open_loop_mse'), '.5f')} | "
+          f"{_fmt(m.get('copy_last_frame_mse'), '.5f')} | "
           f"{_hours(m['hours_per_run'])} |")
     if "models" in results["pictures"]:
       lines += ["", f"![held-out nats]({results['pictures']['models']})"]
