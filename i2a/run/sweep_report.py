@@ -35,6 +35,11 @@ CURVE_POINTS = 200
 # The envmodel kinds with a posterior over a latent: their `kl` is the
 # posterior's to the prior (the dSSM-DET logs a zero one).
 LATENT_KINDS = ("vae", "dssm_vae", "sssm")
+# What the report reads from a seed's `evaluate_models` row: values, and
+# per-step series taken T model steps ahead (their last entry).
+TABLE_VALUES = ("relative_rollout_time", "improvement_over_vae")
+TABLE_SERIES = ("action_changed_pixels", "open_loop_mse",
+                "copy_last_frame_mse")
 
 
 # -- Statistics ----------------------------------------------------------------
@@ -379,8 +384,9 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
     runs = sorted([(w, r) for w, r in records
                    if r["stage"] == "pretrain" and r["name"] == name],
                   key=lambda wr: wr[1]["seed"])
-    nats, relative, improvement, per_seed, hours = [], [], [], [], []
-    kls, action_pixels, open_loop, copy_frame = [], [], [], []
+    nats, kls, per_seed, hours = [], [], [], []
+    from_table: Dict[str, List[float]] = {
+        key: [] for key in TABLE_VALUES + TABLE_SERIES}
     for workdir, record in runs:
       entry = dict(seed=record["seed"], state=record.get("state"))
       done_path = os.path.join(workdir, "pretrain_done.json")
@@ -399,20 +405,13 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         row = table_rows.get((name, record["seed"]))
         if row is not None:
           entry["label"] = row["label"]
-          if row.get("relative_rollout_time") is not None:
-            entry["relative_rollout_time"] = row["relative_rollout_time"]
-            relative.append(row["relative_rollout_time"])
-          if row.get("improvement_over_vae") is not None:
-            entry["improvement_over_vae"] = row["improvement_over_vae"]
-            improvement.append(row["improvement_over_vae"])
-          if row.get("action_changed_pixels"):  # T model steps ahead
-            entry["action_changed_pixels"] = row["action_changed_pixels"][-1]
-            action_pixels.append(entry["action_changed_pixels"])
-          if row.get("open_loop_mse"):  # T model steps ahead, and copying
-            entry["open_loop_mse"] = row["open_loop_mse"][-1]
-            open_loop.append(entry["open_loop_mse"])
-            entry["copy_last_frame_mse"] = row["copy_last_frame_mse"][-1]
-            copy_frame.append(entry["copy_last_frame_mse"])
+          for key, values in from_table.items():
+            value = row.get(key)
+            if key in TABLE_SERIES:
+              value = value[-1] if value else None
+            if value is not None:
+              entry[key] = value
+              values.append(value)
       per_seed.append(entry)
     config = runs[0][1].get("config", {}) if runs else {}
     models.append(dict(
@@ -424,12 +423,8 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         runs=max(planned.get(f"pretrain/{name}", 0), len(runs)),
         done=sum(r.get("state") == "done" for _, r in runs),
         held_out_nats_per_frame=summarise(nats),
-        relative_rollout_time=summarise(relative),
-        improvement_over_vae=summarise(improvement),
         posterior_kl_per_step=summarise(kls),
-        action_changed_pixels=summarise(action_pixels),
-        open_loop_mse=summarise(open_loop),
-        copy_last_frame_mse=summarise(copy_frame),
+        **{key: summarise(values) for key, values in from_table.items()},
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
   invocations = []
