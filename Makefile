@@ -23,8 +23,15 @@ demo: $(STAMP)
 	$(PY) -m i2a.demo --workdir=$(WORKDIR)
 
 # pytest exits 5 when nothing is collected: that is a failure here too.
+# The suite runs in TEST_WORKERS processes (pytest-xdist), one test file per
+# process at a time, so a file's module fixtures are built once; most
+# tests keep one core busy (TensorFlow's small ops, binaries started as
+# subprocesses), so two processes on 2 cores take about half the time.
+# TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile \
+		tests $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)

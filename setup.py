@@ -60,7 +60,7 @@ setup(
         "portpicker",
     ],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout"],
+        "test": ["pytest>=7", "pytest-timeout", "pytest-xdist"],
         # i2a.launch --backend=ray (docs/distributed.md).
         "ray": ["ray>=2.40,<3"],
     },

@@ -15,3 +15,21 @@ def _fp32_between_tests():
   from envmodels import precision  # pylint: disable=import-outside-toplevel
   if precision.current() != "fp32":
     precision.set_precision("fp32")
+
+
+# The files whose tests take longest (minutes of binaries run as
+# subprocesses), longest first. `make test` hands whole files to its
+# workers in collection order (pytest-xdist's --dist loadfile), so these
+# are collected first: they start at once instead of ending the run alone.
+_LONGEST_FILES = ("test_sweep.py", "test_training.py", "test_demo.py",
+                  "test_sweep_archive.py", "test_ray_launch.py",
+                  "test_pretrain.py", "test_launch.py")
+
+
+def pytest_collection_modifyitems(items):
+  def rank(item) -> int:
+    name = os.path.basename(str(item.fspath))
+    return (_LONGEST_FILES.index(name) if name in _LONGEST_FILES
+            else len(_LONGEST_FILES))
+
+  items.sort(key=rank)  # stable: each file's tests keep their order
