@@ -28,7 +28,7 @@ _LONGEST_FILES = ("test_sweep.py", "test_training.py", "test_demo.py",
 
 def pytest_collection_modifyitems(items):
   def rank(item) -> int:
-    name = os.path.basename(str(item.fspath))
+    name = item.path.name
     return (_LONGEST_FILES.index(name) if name in _LONGEST_FILES
             else len(_LONGEST_FILES))
 
