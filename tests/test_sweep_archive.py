@@ -81,7 +81,7 @@ def archived(tmp_path_factory):
 
 def test_the_archive_keeps_results_and_exports_not_checkpoints(archived):
   files, first_dir = archived["archive_files"], archived["first_dir"]
-  assert "archive.json" in files
+  assert "archive.json" in files and archiving.HISTORY in files
   pretrain = [f for f in files if f.startswith("pretrain/dssm_det/seed0/")]
   train = [f for f in files if f.startswith("train/a2c/seed0/")]
   for needed in ("sweep_run.json", "pretrain_done.json", "metrics.csv",
@@ -147,6 +147,23 @@ def test_a_lost_sweep_directory_is_rebuilt_elsewhere_from_the_archive(
   assert again["a2c"]["final_training_return"] == first["a2c"][
       "final_training_return"]
   assert again["a2c"]["evaluation_return"]["n"] == 1
+  # The history came along: the rebuilt directory's sweep.json and its
+  # report count the first directory's invocation too, in order.
+  history = io_utils.read_json(os.path.join(second_dir, sweeping.SWEEP))
+  assert len(history["invocations"]) == 2
+  first_invocation, second_invocation = history["invocations"]
+  assert first_invocation["ran"] == [
+      "collect/random/seed0", "pretrain/dssm_det/seed0", "train/a2c/seed0",
+      "evaluate/a2c/seed0"]
+  assert first_invocation["seconds"] > 0 and second_invocation["seconds"] > 0
+  assert first_invocation["started"] <= second_invocation["started"]
+  assert archived["first_report"]["invocations"] == 1
+  assert report["invocations"] == 2
+  assert report["invocation_seconds"] == pytest.approx(
+      first_invocation["seconds"] + second_invocation["seconds"])
+  assert io_utils.read_json(os.path.join(
+      archived["archive"], archiving.HISTORY))["invocations"][:2] == \
+      history["invocations"]
   models = {m["name"]: m for m in report["models"]}
   assert models["dssm_det"]["held_out_nats_per_frame"] == {
       m["name"]: m for m in archived["first_report"]["models"]}[
@@ -290,3 +307,24 @@ def test_a_stopped_training_run_resumes_from_its_archived_checkpoint(
   assert steps[-1] > steps_before[-1]
   assert io_utils.read_json(os.path.join(workdir, sweeping.RECORD))[
       "attempts"] == 2
+
+
+def test_the_history_is_merged_once_and_in_order(tmp_path):
+  archive = str(tmp_path / "archive")
+  lost = dict(name="g", invocations=[
+      dict(started="2026-01-01T10:00:00", host="a", ran=["x"], seconds=5.0),
+      dict(started="2026-01-02T10:00:00", host="a", ran=[], seconds=1.0)])
+  archiving.save_history(lost, archive)
+  here = dict(name="g", invocations=[
+      dict(started="2026-01-01T12:00:00", host="b", ran=["y"], seconds=2.0)])
+  assert archiving.merge_history(here, archive) == 2
+  assert [i["started"] for i in here["invocations"]] == [
+      "2026-01-01T10:00:00", "2026-01-01T12:00:00", "2026-01-02T10:00:00"]
+  assert archiving.merge_history(here, archive) == 0  # nothing twice
+  assert len(here["invocations"]) == 3
+  with pytest.raises(ValueError, match="holds the history of grid 'g', not "
+                     "of 'other': give each grid its own archive"):
+    archiving.merge_history(dict(name="other", invocations=[]), archive)
+  # Another archive's history is never merged; an empty archive adds none.
+  assert archiving.merge_history(dict(name="g", invocations=[]),
+                                 str(tmp_path / "none")) == 0

@@ -1042,7 +1042,8 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
 
   With `archive` (sweep_archive.py): the runs archived there whose
   workdirs are missing are restored first, and every finished run is
-  copied there (at the start and after each run), the report too.
+  copied there (at the start and after each run), the report and the
+  sweep's history of invocations too (merged into this directory's first).
   `jobs`: how many runs run at once (each in its own process; a run
   starts when its dependencies are done). `fit_runs` (with
   `stop_after_s`): a run starts only if the time it is expected to take
@@ -1071,10 +1072,14 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
   with SweepLock(sweep_dir):
     record = _check_identity(sweep_dir, plan)
     io_utils.atomic_write_json(os.path.join(sweep_dir, PLAN), plan.to_json())
+    if archive:  # the history of a sweep directory lost or made elsewhere
+      archiving.merge_history(record, archive)
     invocation = dict(started=_now(), host=socket.gethostname(),
                       only=list(only), ran=ran)
     record["invocations"].append(invocation)
     io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
+    if archive:
+      archiving.save_history(record, archive)
     sweep = Sweep(plan, parallel=jobs)
     restored: List[str] = []
     if archive:
@@ -1141,6 +1146,8 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
       invocation.update(seconds=time.monotonic() - started,
                         stopped=control.stop.is_set())
       io_utils.atomic_write_json(os.path.join(sweep_dir, SWEEP), record)
+      if archive:
+        archiving.save_history(record, archive)
   # sweep_report reads this module's layout: imported here, not above.
   from i2a.run import sweep_report as reporting  # pylint: disable=import-outside-toplevel
   report = reporting.write_report(sweep_dir)

@@ -9,6 +9,8 @@ it need, and nothing bulky:
 
   ARCHIVE/archive.json                   the grid's name and the sweep
                                          directory the runs were made in
+  ARCHIVE/sweep.json                     every invocation of the sweep
+                                         (the sweep directory's history)
   ARCHIVE/STAGE/NAME/seedN/...           a finished (or stopped training)
                                          run's workdir, less
                                          its checkpoints (the pointer
@@ -34,6 +36,12 @@ ${SWEEP_DIR} becomes the sweep directory it is restored into (wherever it
 is), and the run is done as before (`Sweep.is_done`'s checks apply
 unchanged).
 
+The sweep's history (its invocations: when, where, which runs, how long)
+travels the same way: `save_history` copies the sweep directory's
+sweep.json there at each invocation's start and end, and `merge_history`
+adds the invocations the archive holds and a rebuilt directory lacks, so
+the report of a sweep continued elsewhere counts every invocation.
+
 A training run that was stopped (a time limit, a signal) is archived too,
 with its newest checkpoint: restored, it resumes from there, so a sweep
 directory lost between sessions loses no more than the updates since that
@@ -54,6 +62,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from i2a import io_utils
 
 INDEX = "archive.json"
+HISTORY = "sweep.json"  # i2a.run.sweep.SWEEP: the grid's name, invocations
 RESTORED = "sweep_restored.json"  # in a restored workdir: where from, when
 ARCHIVED_STAGES = ("pretrain", "evaluate_models", "train", "evaluate")
 RECORD = "sweep_run.json"  # i2a.run.sweep.RECORD (no import cycle)
@@ -328,6 +337,50 @@ def clear(workdir: str) -> None:
       shutil.rmtree(path)
     else:
       os.remove(path)
+
+
+def _invocation_key(invocation: Dict[str, Any]) -> Tuple[str, str]:
+  return (str(invocation.get("started")), str(invocation.get("host")))
+
+
+def merge_history(record: Dict[str, Any], archive: str) -> int:
+  """Adds to `record` (a sweep directory's sweep.json: name, invocations)
+  the invocations that the archive's copy holds and it lacks (those of a
+  sweep directory lost, or of one elsewhere), in the order they started;
+  returns how many. An archive of another grid is refused."""
+  if os.path.exists(os.path.join(archive, INDEX)):
+    _check_index(archive, record.get("name"), "")
+  path = os.path.join(archive, HISTORY)
+  if not os.path.exists(path):
+    return 0
+  archived = io_utils.read_json(path)
+  if archived.get("name") != record.get("name"):
+    raise ValueError(
+        f"--archive={archive} holds the history of grid "
+        f"{archived.get('name')!r}, not of {record.get('name')!r}: give each "
+        "grid its own archive directory.")
+  have = {_invocation_key(i) for i in record["invocations"]}
+  new = [i for i in archived.get("invocations", [])
+         if _invocation_key(i) not in have]
+  if new:
+    record["invocations"] = sorted(record["invocations"] + new,
+                                   key=lambda i: str(i.get("started")))
+  return len(new)
+
+
+def save_history(record: Dict[str, Any], archive: str) -> None:
+  """Writes `record` (the sweep directory's sweep.json, merged with the
+  archive's history) as ARCHIVE/sweep.json when it changed."""
+  io_utils.ensure_writable_dir(archive, "archive directory")
+  data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+  target = os.path.join(archive, HISTORY)
+  try:
+    with open(target, "rb") as f:
+      if f.read() == data:
+        return
+  except OSError:
+    pass
+  _write(target, data)
 
 
 def copy_report(report_dir: str, archive: str) -> Optional[str]:
