@@ -325,6 +325,6 @@ def test_the_history_is_merged_once_and_in_order(tmp_path):
   with pytest.raises(ValueError, match="holds the history of grid 'g', not "
                      "of 'other': give each grid its own archive"):
     archiving.merge_history(dict(name="other", invocations=[]), archive)
-  # Another archive's history is never merged; an empty archive adds none.
+  # A folder that holds no history adds none.
   assert archiving.merge_history(dict(name="g", invocations=[]),
                                  str(tmp_path / "none")) == 0

@@ -370,17 +370,9 @@ def merge_history(record: Dict[str, Any], archive: str) -> int:
 
 def save_history(record: Dict[str, Any], archive: str) -> None:
   """Writes `record` (the sweep directory's sweep.json, merged with the
-  archive's history) as ARCHIVE/sweep.json when it changed."""
+  archive's history) as ARCHIVE/sweep.json, atomically."""
   io_utils.ensure_writable_dir(archive, "archive directory")
-  data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
-  target = os.path.join(archive, HISTORY)
-  try:
-    with open(target, "rb") as f:
-      if f.read() == data:
-        return
-  except OSError:
-    pass
-  _write(target, data)
+  io_utils.atomic_write_json(os.path.join(archive, HISTORY), record)
 
 
 def copy_report(report_dir: str, archive: str) -> Optional[str]:
