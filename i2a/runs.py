@@ -37,7 +37,7 @@ import platform
 import socket
 import subprocess
 import sys
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from absl import logging
 import ml_collections
@@ -76,14 +76,19 @@ class Identity:
     path: where it was read from (informative: a moved copy has the same
       fingerprint and resumes).
     flag: the command-line flag that names it, e.g. '--config.data'.
+    aliases: fingerprints of the same content under an earlier definition
+      (files.legacy_dataset_fingerprint): a workdir that recorded one
+      resumes, and records `fingerprint` from then on. Never written.
   """
   what: str
   fingerprint: str
   path: str
   flag: str
+  aliases: Tuple[str, ...] = ()
 
   def to_json(self) -> Dict[str, str]:
-    return dataclasses.asdict(self)
+    return dict(what=self.what, fingerprint=self.fingerprint, path=self.path,
+                flag=self.flag)
 
 
 def protocol_from_config(config: ml_collections.ConfigDict) -> Protocol:
@@ -245,7 +250,8 @@ def check_identity(workdir: str, identity: Mapping[str, Identity],
   merged = dict(recorded)
   for name, new in identity.items():
     old = recorded.get(name)
-    if isinstance(old, dict) and old.get("fingerprint") != new.fingerprint:
+    if (isinstance(old, dict) and
+        old.get("fingerprint") not in (new.fingerprint, *new.aliases)):
       raise ValueError(
           f"workdir {workdir} ran on another {new.what}: it recorded "
           f"fingerprint {old.get('fingerprint')} ({old.get('path')}), "

@@ -78,6 +78,27 @@ def test_the_dataset_fingerprint_identifies_protocol_and_episodes(tmp_path):
     files.dataset_fingerprint(str(tmp_path / "none"))
 
 
+def test_a_dataset_collected_again_keeps_its_fingerprint(tmp_path):
+  """The same seeds write the same shards: the fingerprint leaves out when
+  and with which packages the manifests were written; the legacy one (what
+  workdirs recorded before) hashed them."""
+  collection.run(_tiny(), str(tmp_path / "a"))
+  first = str(tmp_path / "a" / "dataset")
+  fingerprint = files.dataset_fingerprint(first)
+  legacy = files.legacy_dataset_fingerprint(first)
+  assert legacy != fingerprint
+  collection.run(_tiny(), str(tmp_path / "again"))
+  again = str(tmp_path / "again" / "dataset")
+  for split in ("train", "test"):
+    path = os.path.join(again, split, files.MANIFEST)
+    manifest = json.loads(open(path).read())
+    manifest["created"] = "2000-01-01T00:00:00+0000"  # written another day
+    manifest["versions"]["numpy"] = "0.0"  # with other packages
+    open(path, "w").write(json.dumps(manifest))
+  assert files.dataset_fingerprint(again) == fingerprint
+  assert files.legacy_dataset_fingerprint(again) != legacy
+
+
 def test_a_workdir_with_another_config_is_refused(tmp_path):
   collection.run(_tiny(), str(tmp_path))
   config = _tiny()

@@ -270,6 +270,21 @@ def test_the_dataset_fingerprint_goes_into_identity_json_and_the_export(
       provenance["protocol"]) == pretraining.dataset_protocol(dataset)
 
 
+def test_a_workdir_that_recorded_the_legacy_fingerprint_resumes(
+    trained_run, dataset):
+  """Workdirs recorded files.legacy_dataset_fingerprint (the manifests'
+  writing times included) before: the same dataset still resumes them, and
+  identity.json then holds the fingerprint of today."""
+  workdir, _, _ = trained_run
+  path = os.path.join(workdir, runs.IDENTITY)
+  identity = io_utils.read_json(path)
+  identity["data"]["fingerprint"] = files.legacy_dataset_fingerprint(dataset)
+  io_utils.atomic_write_json(path, identity)
+  assert pretraining.run(_config(dataset, 12), workdir) is not None
+  assert io_utils.read_json(path)["data"]["fingerprint"] == (
+      files.dataset_fingerprint(dataset))
+
+
 def test_a_finished_run_with_another_dataset_is_refused_before_writing(
     trained_run, dataset, tmp_path):
   """A finished 16x24 run, resumed with a 24x32 dataset: refused naming

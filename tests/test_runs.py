@@ -129,6 +129,25 @@ def test_a_resume_on_other_data_is_refused_naming_both_fingerprints(tmp_path):
                        identity=_identity("aaaa", "/elsewhere"))
 
 
+def test_a_fingerprint_recorded_under_an_alias_resumes_and_is_upgraded(
+    tmp_path):
+  config = a2c_config.get_config("tiny")
+  runs.prepare_workdir(str(tmp_path), config, None,
+                       identity=_identity("legacy"))
+  upgraded = {"data": runs.Identity(
+      what="dataset", fingerprint="new", path="/data/a",
+      flag="--config.data", aliases=("legacy",))}
+  runs.prepare_workdir(str(tmp_path), config, None, identity=upgraded)
+  record = json.loads((tmp_path / runs.IDENTITY).read_text())
+  assert record["data"] == dict(what="dataset", fingerprint="new",
+                                path="/data/a", flag="--config.data")
+  # The alias is never written; the recorded legacy fingerprint is gone, so
+  # from now on only the new one resumes.
+  with pytest.raises(ValueError, match="recorded fingerprint new"):
+    runs.prepare_workdir(str(tmp_path), config, None,
+                         identity=_identity("legacy"))
+
+
 def test_a_workdir_made_before_identities_records_them_on_resume(tmp_path):
   config = a2c_config.get_config("tiny")
   runs.prepare_workdir(str(tmp_path), config, None)  # an older run

@@ -246,17 +246,44 @@ def split_path(dataset_dir: str, split: str) -> str:
   return os.path.join(dataset_dir, split)
 
 
+# Manifest fields that say when and with which packages a split was written,
+# not which episodes it holds: left out of the fingerprint, so that a dataset
+# collected again from the same seeds (the same shards) keeps its identity.
+WRITING_FIELDS = ("created", "versions")
+
+
 def dataset_fingerprint(dataset_dir: str) -> str:
   """The identity of a dataset: sha256 of its protocol and both splits'
-  manifests (which hold every shard's sha256), as canonical JSON.
+  manifests (which hold every shard's sha256) without WRITING_FIELDS, as
+  canonical JSON.
 
   Two directories with the same fingerprint hold the same episodes under
-  the same protocol; a copied or moved dataset keeps its fingerprint.
+  the same protocol; a copied or moved dataset keeps its fingerprint, and so
+  does one collected again with the same seeds, protocol and policy.
   Pretraining records it in its workdir and its export (README.md,
   "Guarantees"). Raises DatasetError for a split that cannot be read.
   """
-  manifests = {split: read_manifest(split_path(dataset_dir, split))
-               for split in ("train", "test")}
-  record = dict(protocol=manifests["train"].get("protocol"), **manifests)
+  manifests = _manifests(dataset_dir)
+  return _canonical_sha256(dict(
+      protocol=manifests["train"].get("protocol"),
+      **{split: {k: v for k, v in manifest.items()
+                 if k not in WRITING_FIELDS}
+         for split, manifest in manifests.items()}))
+
+
+def legacy_dataset_fingerprint(dataset_dir: str) -> str:
+  """The fingerprint workdirs recorded before WRITING_FIELDS were left out
+  (the whole manifests): resumes accept it for the same dataset."""
+  manifests = _manifests(dataset_dir)
+  return _canonical_sha256(dict(protocol=manifests["train"].get("protocol"),
+                                **manifests))
+
+
+def _manifests(dataset_dir: str) -> Dict[str, Dict[str, Any]]:
+  return {split: read_manifest(split_path(dataset_dir, split))
+          for split in ("train", "test")}
+
+
+def _canonical_sha256(record: Dict[str, Any]) -> str:
   text = json.dumps(record, sort_keys=True, separators=(",", ":"))
   return hashlib.sha256(text.encode("utf-8")).hexdigest()

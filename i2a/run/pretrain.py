@@ -155,7 +155,8 @@ class Pretrainer:
     self.protocol = dataset_protocol(config.data)
     self.data_identity = runs.Identity(
         what="dataset", fingerprint=files.dataset_fingerprint(config.data),
-        path=os.path.abspath(config.data), flag="--config.data")
+        path=os.path.abspath(config.data), flag="--config.data",
+        aliases=(files.legacy_dataset_fingerprint(config.data),))
     runs.use_precision(config)
     length = config.context_length + config.T
     logging.info("loading dataset %s", config.data)
