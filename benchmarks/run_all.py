@@ -1,7 +1,8 @@
 """make bench: runs every benchmark script here, one after another.
 
 Each script measures on this machine, prints a markdown table and writes
-JSON under benchmarks/results/. Pass script names to run a subset:
+JSON under benchmarks/results/ (all but MANUAL's). Pass script names to
+run a subset:
   python benchmarks/run_all.py collect_speed minipacman_speed
 """
 
@@ -13,13 +14,17 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Not run by default: the exporter needs --output, and its timing side runs
+# under an interpreter with jax, not the project's (docs/performance.md,
+# "On a GPU").
+MANUAL = ("export_xla", "xla_speed")
 
 
 def main(names) -> int:
   scripts = sorted(f[:-3] for f in os.listdir(HERE)
                    if f.endswith(".py") and f not in ("run_all.py",
                                                       "__init__.py"))
-  selected = names or scripts
+  selected = names or [s for s in scripts if s not in MANUAL]
   unknown = sorted(set(selected) - set(scripts))
   if unknown:
     print(f"unknown benchmarks {unknown}; known: {scripts}", file=sys.stderr)

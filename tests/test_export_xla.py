@@ -1,0 +1,112 @@
+"""benchmarks/export_xla.py: programs exported as XLA HLO with everything
+the timing side (benchmarks/xla_speed.py, without TensorFlow) needs."""
+
+import ast
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from benchmarks import export_xla
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "benchmarks")
+
+
+def _function_body(path: str, name: str) -> str:
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  (function,) = [node for node in tree.body
+                 if isinstance(node, ast.FunctionDef) and node.name == name]
+  return ast.dump(ast.Module(body=function.body[1:], type_ignores=[]))
+
+
+def test_both_sides_draw_inputs_with_the_same_code():
+  # The timing side cannot import the exporter (it has no TensorFlow), so
+  # it carries a copy of `draw`: the two must stay the same.
+  assert (_function_body(os.path.join(BENCHMARKS, "export_xla.py"), "draw")
+          == _function_body(os.path.join(BENCHMARKS, "xla_speed.py"),
+                            "draw"))
+
+
+def test_recipes_draw_the_same_values_every_time():
+  ints = export_xla.randint([3, 4], -2**31, 2**31 - 1, "int32", 2)
+  a, b = export_xla.draw(ints), export_xla.draw(ints)
+  assert a.dtype == np.int32 and a.shape == (3, 4)
+  np.testing.assert_array_equal(a, b)
+  frames = export_xla.draw(export_xla.randint([100], 0, 256, "uint8", 0))
+  assert frames.dtype == np.uint8 and frames.min() >= 0
+  scaled = export_xla.draw(export_xla.normal([20000], 5, loc=2.0,
+                                             scale=0.5))
+  assert scaled.dtype == np.float32
+  assert abs(scaled.mean() - 2.0) < 0.02 and abs(scaled.std() - 0.5) < 0.02
+  ones = export_xla.draw(export_xla.constant([2, 2], 1.0, "float32"))
+  np.testing.assert_array_equal(ones, np.ones([2, 2], np.float32))
+  # The recipes survive the manifest's JSON.
+  assert export_xla.draw(json.loads(json.dumps(ints))).tolist() == a.tolist()
+
+
+def test_the_store_keeps_small_tensors_once_and_redraws_large_variables():
+  store = export_xla.Store()
+  small = np.arange(6, dtype=np.float32)
+  first = store.parameter(small, None)
+  assert first == store.parameter(small.copy(), tf.Variable(small))
+  assert first["from"] == "captured" and len(store.arrays) == 1
+  np.testing.assert_array_equal(store.arrays[first["key"]], small)
+  rng = np.random.RandomState(0)
+  large = tf.Variable(0.1 * rng.standard_normal(
+      [200, 200]).astype(np.float32))
+  drawn = store.parameter(large.numpy(), large)
+  assert drawn["from"] == "drawn" and len(store.arrays) == 1
+  assert drawn["recipe"]["scale"] == pytest.approx(0.1, rel=0.02)
+  # The variable now holds the drawn values, so both sides agree, and
+  # the same variable captured again gets the same recipe.
+  np.testing.assert_array_equal(large.numpy(),
+                                export_xla.draw(drawn["recipe"]))
+  assert store.parameter(large.numpy(), large) == drawn
+  zeros = tf.Variable(tf.zeros([200, 200]))
+  assert store.parameter(zeros.numpy(), zeros)["recipe"] == (
+      export_xla.constant([200, 200], 0.0, "float32"))
+
+
+def test_an_exported_program_names_a_source_for_every_hlo_parameter(
+    tmp_path):
+  weights = tf.Variable(np.full([4, 3], 0.5, np.float32))
+  bias = tf.constant(np.arange(3, dtype=np.float32))
+
+  @tf.function(jit_compile=True)
+  def fn(x, scale):
+    return tf.matmul(x, weights) * scale + bias, tf.reduce_sum(x)
+
+  x = tf.constant(np.ones([2, 4], np.float32))
+  scale = tf.constant(2.0)
+  store = export_xla.Store()
+  sources = [{"from": "input", "name": "x"}, {"from": "input",
+                                              "name": "scale"}]
+  entry = export_xla.export(str(tmp_path), store, "tiny", fn, (x, scale),
+                            sources, [weights], True, function="tiny")
+  assert entry["parameters"][:2] == sources
+  # The variable and the constant follow the arguments, as XLA appends
+  # them, and no parameter is left without a source.
+  shapes = export_xla.hlo_parameter_shapes(
+      fn.experimental_get_compiler_ir(x, scale)(stage="hlo"))
+  assert len(shapes) == len(entry["parameters"]) == 4
+  assert shapes[:2] == [[2, 4], []]
+  assert [p["from"] for p in entry["parameters"][2:]] == ["captured"] * 2
+  stored = [store.arrays[p["key"]] for p in entry["parameters"][2:]]
+  assert sorted(a.shape for a in stored) == [(3,), (4, 3)]
+  for array in stored:
+    expected = weights.numpy() if array.shape == (4, 3) else bias.numpy()
+    np.testing.assert_array_equal(array, expected)
+  assert os.path.getsize(tmp_path / "tiny.hlo.pb") > 0
+  # Reference checksums of every output.
+  out, total = fn(x, scale)
+  assert entry["reference"][0]["shape"] == [2, 3]
+  assert entry["reference"][0]["sum"] == pytest.approx(float(
+      np.sum(out.numpy())))
+  assert entry["reference"][1]["abs_sum"] == pytest.approx(8.0)
+  with pytest.raises(ValueError, match="2 flattened arguments but 1"):
+    export_xla.export(str(tmp_path), store, "bad", fn, (x, scale),
+                      sources[:1], [weights], False)
