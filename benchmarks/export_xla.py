@@ -135,7 +135,8 @@ class Store:
                 variable: Optional[tf.Variable]) -> Dict[str, Any]:
     """Where the timing side gets a captured tensor. A float variable over
     LARGE bytes (the `paper` torsos' fully connected weights and their
-    optimizer slots would not travel) is redrawn here from a recipe, a
+    optimizer slots would make the export hundreds of MB) is redrawn
+    here from a recipe, a
     constant if all its values are equal, else a normal of its mean and
     standard deviation (the untrained initialiser's scale), so that both
     sides hold the same values."""

@@ -1,8 +1,8 @@
 """make bench: runs every benchmark script here, one after another.
 
 Each script measures on this machine, prints a markdown table and writes
-JSON under benchmarks/results/ (all but MANUAL's). Pass script names to
-run a subset:
+JSON under benchmarks/results/; those in MANUAL run only when named. Pass
+script names to run a subset:
   python benchmarks/run_all.py collect_speed minipacman_speed
 """
 

@@ -29,6 +29,9 @@ Precisions:
         converted back to float32 (the rest stays float32): the GPU
         counterpart of the CPU's `bf16`, which also runs the elementwise
         ops between them in bfloat16
+It reaches into jaxlib's internals (`_jax.mlir.hlo_to_stablehlo`, a
+client's `compile_and_load`, `execute_sharded`), as measured with jax
+0.11.2; another jax may need these calls adjusted.
 Each program is compiled once; timing is `--calls` calls back to back,
 then a wait for the last, median of `--repeats` rounds. The JSON is
 rewritten after every model, so a run stopped early keeps what it
