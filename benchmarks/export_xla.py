@@ -43,7 +43,7 @@ Written to DIR:
                   (untrained either way; `Store.parameter`)
 Inputs are not shipped: both sides draw them from numpy's legacy
 RandomState (the same stream in every numpy version) by the manifest's
-recipes.
+recipes (`xla_inputs.py`, numpy only).
 
   python benchmarks/export_xla.py --output DIR [--sizes paper,small]
       [--kinds dssm_det,...] [--envs 16,256] [--check-envs 16]
@@ -62,7 +62,7 @@ import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # rollout_speed, train_throughput beside this file
+sys.path.insert(0, HERE)  # rollout_speed, ... beside this file
 
 # pylint: disable=wrong-import-position
 import numpy as np
@@ -70,41 +70,12 @@ import tensorflow as tf
 
 import rollout_speed
 import train_throughput
+from xla_inputs import constant, draw, normal, randint
 from agents import builder, learning
 from envmodels import base, branches
 from i2a import environments, io_utils, runs
 
 ROLLOUTS, DEPTH = rollout_speed.ROLLOUTS, rollout_speed.DEPTH
-Recipe = Dict[str, Any]
-
-
-def randint(shape: Sequence[int], low: int, high: int, dtype: str,
-            seed: int) -> Recipe:
-  return dict(draw="randint", shape=list(shape), low=low, high=high,
-              dtype=dtype, seed=seed)
-
-
-def normal(shape: Sequence[int], seed: int, loc: float = 0.0,
-           scale: float = 1.0) -> Recipe:
-  return dict(draw="normal", shape=list(shape), dtype="float32", seed=seed,
-              loc=loc, scale=scale)
-
-
-def constant(shape: Sequence[int], value: float, dtype: str) -> Recipe:
-  return dict(draw="constant", shape=list(shape), value=value, dtype=dtype)
-
-
-def draw(recipe: Recipe) -> np.ndarray:
-  """An input from its recipe (xla_speed.py has the same function)."""
-  shape, dtype = tuple(recipe["shape"]), np.dtype(recipe["dtype"])
-  if recipe["draw"] == "randint":
-    return np.random.RandomState(recipe["seed"]).randint(
-        recipe["low"], recipe["high"], shape, dtype=np.int64).astype(dtype)
-  if recipe["draw"] == "normal":
-    return (recipe.get("loc", 0.0) + recipe.get("scale", 1.0) *
-            np.random.RandomState(recipe["seed"]).standard_normal(shape)
-            ).astype(dtype)
-  return np.full(shape, recipe["value"], dtype)
 
 
 def checksums(outputs: Any) -> List[Dict[str, Any]]:

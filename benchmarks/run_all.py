@@ -18,12 +18,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # under an interpreter with jax, not the project's (docs/performance.md,
 # "On a GPU").
 MANUAL = ("export_xla", "xla_speed")
+# Modules the scripts import, not benchmarks.
+LIBRARIES = ("run_all", "__init__", "xla_inputs")
 
 
 def main(names) -> int:
   scripts = sorted(f[:-3] for f in os.listdir(HERE)
-                   if f.endswith(".py") and f not in ("run_all.py",
-                                                      "__init__.py"))
+                   if f.endswith(".py") and f[:-3] not in LIBRARIES)
   selected = names or [s for s in scripts if s not in MANUAL]
   unknown = sorted(set(selected) - set(scripts))
   if unknown:

@@ -3,8 +3,8 @@ whatever device it finds (a GPU where there is one), without TensorFlow.
 
 Where it sits: `export_xla.py` writes the programs (the XLA HLO that
 TensorFlow lowered the models' and agents' tf.functions to) with their
-captured weights, input recipes and reference checksums; this script
-needs only numpy and jax, so it runs where the project's pinned stack
+captured weights, input recipes (`xla_inputs.py`) and reference
+checksums; this script needs only numpy and jax, so it runs where the project's pinned stack
 cannot be installed. Every program is checked first: the largest relative
 difference of any output's sum from TensorFlow's on the exporting CPU
 (`rel. error`; the programs are deterministic given their inputs).
@@ -53,6 +53,10 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Sequence
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # xla_inputs beside this file
+
+# pylint: disable=wrong-import-position
 import numpy as np
 
 import jax
@@ -62,6 +66,8 @@ from jax._src.interpreters import mlir
 from jax._src.lib import _jax, xla_client
 from jaxlib.mlir import ir
 
+from xla_inputs import draw
+
 jax.config.update("jax_enable_x64", True)  # int64 parameters stay int64
 
 PRECISIONS = ("fp32", "bf16")
@@ -69,19 +75,6 @@ MATRIX_OPS = ("stablehlo.convolution", "stablehlo.dot",
               "stablehlo.dot_general")
 FUNCTIONS = {"rollouts": ("initial", "abstract", "rendered"),
              "agents": ("act", "update")}
-
-
-def draw(recipe: Dict[str, Any]) -> np.ndarray:
-  """An input from its recipe (export_xla.draw: the same function)."""
-  shape, dtype = tuple(recipe["shape"]), np.dtype(recipe["dtype"])
-  if recipe["draw"] == "randint":
-    return np.random.RandomState(recipe["seed"]).randint(
-        recipe["low"], recipe["high"], shape, dtype=np.int64).astype(dtype)
-  if recipe["draw"] == "normal":
-    return (recipe.get("loc", 0.0) + recipe.get("scale", 1.0) *
-            np.random.RandomState(recipe["seed"]).standard_normal(shape)
-            ).astype(dtype)
-  return np.full(shape, recipe["value"], dtype)
 
 
 def operations(module: ir.Module, names: Sequence[str]) -> List[Any]:

@@ -1,7 +1,6 @@
 """benchmarks/export_xla.py: programs exported as XLA HLO with everything
 the timing side (benchmarks/xla_speed.py, without TensorFlow) needs."""
 
-import ast
 import json
 import os
 
@@ -9,43 +8,25 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks import export_xla
-
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "benchmarks")
-
-
-def _function_body(path: str, name: str) -> str:
-  with open(path) as f:
-    tree = ast.parse(f.read())
-  (function,) = [node for node in tree.body
-                 if isinstance(node, ast.FunctionDef) and node.name == name]
-  return ast.dump(ast.Module(body=function.body[1:], type_ignores=[]))
-
-
-def test_both_sides_draw_inputs_with_the_same_code():
-  # The timing side cannot import the exporter (it has no TensorFlow), so
-  # it carries a copy of `draw`: the two must stay the same.
-  assert (_function_body(os.path.join(BENCHMARKS, "export_xla.py"), "draw")
-          == _function_body(os.path.join(BENCHMARKS, "xla_speed.py"),
-                            "draw"))
-
+from benchmarks import export_xla, xla_inputs
 
 def test_recipes_draw_the_same_values_every_time():
-  ints = export_xla.randint([3, 4], -2**31, 2**31 - 1, "int32", 2)
-  a, b = export_xla.draw(ints), export_xla.draw(ints)
+  ints = xla_inputs.randint([3, 4], -2**31, 2**31 - 1, "int32", 2)
+  a, b = xla_inputs.draw(ints), xla_inputs.draw(ints)
   assert a.dtype == np.int32 and a.shape == (3, 4)
   np.testing.assert_array_equal(a, b)
-  frames = export_xla.draw(export_xla.randint([100], 0, 256, "uint8", 0))
+  frames = xla_inputs.draw(xla_inputs.randint([100], 0, 256, "uint8", 0))
   assert frames.dtype == np.uint8 and frames.min() >= 0
-  scaled = export_xla.draw(export_xla.normal([20000], 5, loc=2.0,
+  scaled = xla_inputs.draw(xla_inputs.normal([20000], 5, loc=2.0,
                                              scale=0.5))
   assert scaled.dtype == np.float32
   assert abs(scaled.mean() - 2.0) < 0.02 and abs(scaled.std() - 0.5) < 0.02
-  ones = export_xla.draw(export_xla.constant([2, 2], 1.0, "float32"))
+  ones = xla_inputs.draw(xla_inputs.constant([2, 2], 1.0, "float32"))
   np.testing.assert_array_equal(ones, np.ones([2, 2], np.float32))
   # The recipes survive the manifest's JSON.
-  assert export_xla.draw(json.loads(json.dumps(ints))).tolist() == a.tolist()
+  assert xla_inputs.draw(json.loads(json.dumps(ints))).tolist() == a.tolist()
+  with pytest.raises(ValueError, match="unknown input recipe 'uniform'"):
+    xla_inputs.draw(dict(draw="uniform", shape=[2], dtype="float32"))
 
 
 def test_the_store_keeps_small_tensors_once_and_redraws_large_variables():
@@ -64,11 +45,11 @@ def test_the_store_keeps_small_tensors_once_and_redraws_large_variables():
   # The variable now holds the drawn values, so both sides agree, and
   # the same variable captured again gets the same recipe.
   np.testing.assert_array_equal(large.numpy(),
-                                export_xla.draw(drawn["recipe"]))
+                                xla_inputs.draw(drawn["recipe"]))
   assert store.parameter(large.numpy(), large) == drawn
   zeros = tf.Variable(tf.zeros([200, 200]))
   assert store.parameter(zeros.numpy(), zeros)["recipe"] == (
-      export_xla.constant([200, 200], 0.0, "float32"))
+      xla_inputs.constant([200, 200], 0.0, "float32"))
 
 
 def test_an_exported_program_names_a_source_for_every_hlo_parameter(
