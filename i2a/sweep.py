@@ -3,7 +3,8 @@ run to completion across sessions, and a report of their results.
 
   python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:preset] \
       --workdir=SWEEP_DIR [--only=PATTERN[,PATTERN]] [--list] [--report] \
-      [--stop_after=2h50m [--fit_runs]] [--jobs=2] [--archive=DIR] \
+      [--stop_after=2h50m [--fit_runs]] [--jobs=2] \
+      [--archive=DIR [--archive_every=30m]] \
       [--grid.env_steps=2000000]
   python -m i2a.sweep --combine=A/report/report.json,B/report/report.json \
       --workdir=OUT_DIR [--duplicates=refuse|first|last]
@@ -31,7 +32,9 @@ once. Rerun the same command to continue.
              its newest checkpoint, and the report, e.g. in a
              repository: a sweep directory lost with its machine is
              rebuilt from it by the next invocation
-             (i2a/run/sweep_archive.py).
+             (i2a/run/sweep_archive.py). Every --archive_every (30m;
+             0: never) the training runs in progress are archived with
+             their newest checkpoints too.
   --only     runs matching a glob on the run id ('train/a2c/*') or a
              substring ('a2c'); the others are left as they are.
   --jobs     runs at once (default 1), each its own process; with
@@ -81,6 +84,10 @@ _ARCHIVE = flags.DEFINE_string(
     "archive", "", "Keep every finished run's results and the report in "
     "this directory too, and restore the runs archived there whose "
     "workdirs are missing; empty: none.")
+_ARCHIVE_EVERY = flags.DEFINE_string(
+    "archive_every", "30m", "With --archive: also archive the training "
+    "runs in progress with their newest checkpoints this often (a machine "
+    "lost without a stop loses no more); 0: only at their stop or end.")
 _COMBINE = flags.DEFINE_list(
     "combine", [], "report.json files of sweeps of one grid: write one "
     "table of their seeds to --workdir; run nothing.")
@@ -106,7 +113,7 @@ def main(argv):
   # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
   cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER, _ARCHIVE,
-                    _COMBINE, _DUPLICATES, _JOBS, _FIT_RUNS],
+                    _ARCHIVE_EVERY, _COMBINE, _DUPLICATES, _JOBS, _FIT_RUNS],
             devices=False)
   try:
     return _main()
@@ -150,11 +157,14 @@ def _main() -> int:
   sweeping.stop_on_signals(control)
   stop_after = (sweeping.parse_duration(_STOP_AFTER.value)
                 if _STOP_AFTER.value else None)
+  archive_every = (sweeping.parse_duration(_ARCHIVE_EVERY.value)
+                   if _ARCHIVE_EVERY.value.strip() else 0.0)
   result = sweeping.run_sweep(grid, _WORKDIR.value, _ONLY.value, control,
                               stop_after_s=stop_after,
                               progress_every_s=_PROGRESS_EVERY.value,
                               archive=_ARCHIVE.value or None,
-                              jobs=_JOBS.value, fit_runs=_FIT_RUNS.value)
+                              jobs=_JOBS.value, fit_runs=_FIT_RUNS.value,
+                              archive_every_s=archive_every)
   if result["pending"] and result["stopped"]:
     return sweeping.EXIT_STOPPED
   if result["failed"] or result["pending"]:

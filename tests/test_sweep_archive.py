@@ -309,6 +309,126 @@ def test_a_stopped_training_run_resumes_from_its_archived_checkpoint(
       "attempts"] == 2
 
 
+def _watch_for_snapshot(control, kept, seen, timeout=120.0):
+  """Sets control.stop once the archive holds a snapshot of the run in
+  progress (record state 'running') with its checkpoint; `seen` gets it."""
+
+  def watch():
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not control.stop.is_set():
+      try:
+        state = io_utils.read_json(os.path.join(kept, sweeping.RECORD))[
+            "state"]
+      except (OSError, ValueError, KeyError):
+        state = None
+      checkpoint = archiving.newest_checkpoint(kept)
+      if state == "running" and checkpoint:
+        seen.update(checkpoint=checkpoint, files=sorted(
+            os.listdir(os.path.join(kept, "checkpoints"))))
+        break
+      time.sleep(0.05)
+    control.stop.set()
+
+  thread = threading.Thread(target=watch, daemon=True)
+  thread.start()
+  return thread
+
+
+def test_a_running_training_run_is_archived_and_resumes_after_a_crash(
+    tmp_path):
+  grid_file = tmp_path / "grid.py"
+  grid_file.write_text(LONG_GRID)
+  archive = str(tmp_path / "archive")
+  first_dir = str(tmp_path / "first")
+  kept = os.path.join(archive, "train", "a2c", "seed0")
+  control, seen, stream = sweeping.Control(), {}, io.StringIO()
+  watcher = _watch_for_snapshot(control, kept, seen)
+  first = sweeping.run_sweep(sweeping.load_grid(str(grid_file)), first_dir,
+                             control=control, stream=stream,
+                             progress_every_s=60.0, archive=archive,
+                             archive_every_s=0.2)
+  watcher.join()
+  assert first["stopped"], stream.getvalue()
+  assert "in progress: train/a2c/seed0" in stream.getvalue()
+  # The snapshot came with its checkpoint: TF's files and the actor state.
+  step = seen["checkpoint"].rsplit("-", 1)[1]
+  assert {seen["checkpoint"] + ".index", f"actor-{step}.pkl",
+          "checkpoint"} <= set(seen["files"])
+  # The machine is lost without a stop: the archive holds the snapshot
+  # (its record says running, by an invocation that is gone).
+  record_path = os.path.join(kept, sweeping.RECORD)
+  record = io_utils.read_json(record_path)
+  record.update(state="running", pid=1, host="a-lost-machine")
+  io_utils.atomic_write_json(record_path, record)
+  steps_before = read_column(os.path.join(kept, "metrics.csv"), "env_steps")
+  shutil.rmtree(first_dir)
+  second_dir = str(tmp_path / "second")
+  plan = sweeping.make_plan(sweeping.load_grid(str(grid_file)), second_dir)
+  assert "archived in progress, with its newest checkpoint (restored by " \
+      "the next invocation that runs)" in sweeping.list_runs(
+          plan, archive=archive)
+  second, output = _run_until(sweeping.load_grid(str(grid_file)),
+                              second_dir, archive, beyond=steps_before[-1])
+  assert second["restored"] == ["train/a2c/seed0"]
+  assert "resumes from its archived checkpoint" in output
+  steps = read_column(os.path.join(second_dir, "train", "a2c", "seed0",
+                                   "metrics.csv"), "env_steps")
+  assert steps[-1] > steps_before[-1]
+  assert steps[0] == steps_before[0]  # resumed, not restarted
+
+
+def test_a_snapshot_whose_checkpoint_is_rotated_out_is_tried_again(
+    tmp_path, monkeypatch):
+  grid_file = tmp_path / "grid.py"
+  grid_file.write_text(LONG_GRID)
+  plan = sweeping.make_plan(sweeping.load_grid(str(grid_file)),
+                            str(tmp_path / "sweep"))
+  (job,) = plan.jobs
+  checkpoints = os.path.join(job.workdir, "checkpoints")
+  os.makedirs(checkpoints)
+  for name in ("ckpt-5.index", "ckpt-5.data-00000-of-00001", "actor-5.pkl"):
+    with open(os.path.join(checkpoints, name), "wb") as f:
+      f.write(b"x")
+  with open(os.path.join(checkpoints, "checkpoint"), "w") as f:
+    f.write('model_checkpoint_path: "ckpt-5"\n')
+  io_utils.atomic_write_json(os.path.join(job.workdir, sweeping.RECORD),
+                             dict(id=job.id, state="running"))
+  archive = str(tmp_path / "archive")
+  not_done = lambda job: False  # pylint: disable=unnecessary-lambda-assignment
+  # Not running (another invocation's, or no snapshots asked): not archived.
+  assert archiving.sync(plan, not_done, archive) == ([], 0)
+  changed, copied = archiving.sync(plan, not_done, archive,
+                                   running={job.id})
+  assert changed == [job.id] and copied > 0
+  kept = os.path.join(archive, "train", "a2c", "seed0")
+  assert archiving.newest_checkpoint(kept) == "ckpt-5"
+  # The next checkpoint rotates ckpt-5 out while ckpt-6 is being copied:
+  # the snapshot stays the previous one, complete, until the next sync.
+  for name in ("ckpt-6.index", "ckpt-6.data-00000-of-00001", "actor-6.pkl"):
+    with open(os.path.join(checkpoints, name), "wb") as f:
+      f.write(b"y")
+  with open(os.path.join(checkpoints, "checkpoint"), "w") as f:
+    f.write('model_checkpoint_path: "ckpt-6"\n')
+  content = archiving._content  # pylint: disable=protected-access
+
+  def vanishing(path, relative, old, new):
+    if relative.startswith("checkpoints/actor-6"):
+      raise FileNotFoundError(path)
+    return content(path, relative, old, new)
+
+  monkeypatch.setattr(archiving, "_content", vanishing)
+  assert archiving.sync(plan, not_done, archive, running={job.id}) == ([], 0)
+  assert archiving.newest_checkpoint(kept) == "ckpt-5"
+  assert os.path.exists(os.path.join(kept, "checkpoints", "ckpt-5.index"))
+  monkeypatch.setattr(archiving, "_content", content)
+  assert archiving.sync(plan, not_done, archive, running={job.id})[0] == [
+      job.id]
+  assert archiving.newest_checkpoint(kept) == "ckpt-6"
+  assert sorted(os.listdir(os.path.join(kept, "checkpoints"))) == [
+      "actor-6.pkl", "checkpoint", "ckpt-6.data-00000-of-00001",
+      "ckpt-6.index"]
+
+
 def test_the_history_is_merged_once_and_in_order(tmp_path):
   archive = str(tmp_path / "archive")
   lost = dict(name="g", invocations=[

@@ -110,6 +110,8 @@ PLAN = "sweep_plan.json"  # the jobs of the latest invocation, in order
 REPORT = "report"
 # fit_runs: a run starts only if its expected time, times this, fits.
 FIT_MARGIN = 1.15
+# With an archive: seconds between snapshots of the running training runs.
+ARCHIVE_EVERY_S = 1800.0
 
 # Exit codes of `python -m i2a.sweep`.
 EXIT_DONE, EXIT_FAILED, EXIT_STOPPED = 0, 1, 3
@@ -773,6 +775,9 @@ def list_runs(plan: Plan, only: Sequence[str] = (),
     archived = (archiving.archived_state(archive, job)
                 if archive and read_record(job.workdir) is None else None)
     if archived is not None:
+      archived = dict(running="in progress, with its newest checkpoint",
+                      stopped="stopped, with its newest checkpoint").get(
+                          archived, archived)
       detail = "; ".join(filter(None, [
           f"archived {archived} (restored by the next invocation that "
           "runs)", detail]))
@@ -1037,13 +1042,18 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
               stream: Optional[TextIO] = None,
               python: str = sys.executable,
               archive: Optional[str] = None, jobs: int = 1,
-              fit_runs: bool = False) -> Dict[str, Any]:
+              fit_runs: bool = False,
+              archive_every_s: Optional[float] = ARCHIVE_EVERY_S
+              ) -> Dict[str, Any]:
   """Runs the jobs of `grid` (those matching `only`) that are not done.
 
   With `archive` (sweep_archive.py): the runs archived there whose
   workdirs are missing are restored first, and every finished run is
   copied there (at the start and after each run), the report and the
-  sweep's history of invocations too (merged into this directory's first).
+  sweep's history of invocations too (merged into this directory's first);
+  every `archive_every_s` (None or 0: never), the training runs in
+  progress with their newest checkpoints, so a machine lost without a
+  stop loses no more than that.
   `jobs`: how many runs run at once (each in its own process; a run
   starts when its dependencies are done). `fit_runs` (with
   `stop_after_s`): a run starts only if the time it is expected to take
@@ -1060,6 +1070,10 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
   control = control or Control()
   if jobs < 1:
     raise ValueError(f"jobs must be at least 1 (runs at once); got {jobs}.")
+  if archive_every_s is not None and archive_every_s < 0:
+    raise ValueError("archive_every_s is the time between snapshots of the "
+                     "running training runs (0: none); got "
+                     f"{archive_every_s}.")
   if fit_runs and not stop_after_s:
     raise ValueError("fit_runs starts only the runs that finish before the "
                      "time limit: give the limit too (--stop_after).")
@@ -1096,6 +1110,8 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
     # Each running job's thread waits on its child and puts (id, state).
     running: Dict[str, threading.Thread] = {}
     finished: "queue.Queue[Tuple[str, str]]" = queue.Queue()
+    snapshot_at = (time.monotonic() + archive_every_s
+                   if archive and archive_every_s else None)
 
     def run(job: Job) -> None:
       state = "failed"
@@ -1133,7 +1149,14 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
           running[job.id].start()
         if not running:
           break
-        job_id, state = finished.get()
+        try:
+          job_id, state = finished.get(
+              timeout=None if snapshot_at is None else
+              max(0.0, snapshot_at - time.monotonic()))
+        except queue.Empty:  # the runs in progress, with their checkpoints
+          _sync_archive(plan, sweep, archive, stream, running=set(running))
+          snapshot_at = time.monotonic() + archive_every_s
+          continue
         running.pop(job_id).join()
         if archive:
           _sync_archive(plan, sweep, archive, stream)
@@ -1174,11 +1197,14 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
 
 
 def _sync_archive(plan: Plan, sweep: Sweep, archive: str,
-                  stream: TextIO) -> None:
-  changed, copied = archiving.sync(plan, sweep.is_done, archive)
+                  stream: TextIO, running: Sequence[str] = ()) -> None:
+  changed, copied = archiving.sync(plan, sweep.is_done, archive, running)
   if changed:
+    snapshots = [i for i in changed if i in running]
     print(f"[sweep {plan.name}] archived {len(changed)} run(s) in {archive} "
-          f"({copied / 1e6:.1f} MB copied)", file=stream, flush=True)
+          f"({copied / 1e6:.1f} MB copied"
+          + (f"; in progress: {', '.join(snapshots)}" if snapshots else "")
+          + ")", file=stream, flush=True)
 
 
 # -- The child process ---------------------------------------------------------

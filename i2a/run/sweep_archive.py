@@ -45,7 +45,11 @@ the report of a sweep continued elsewhere counts every invocation.
 A training run that was stopped (a time limit, a signal) is archived too,
 with its newest checkpoint: restored, it resumes from there, so a sweep
 directory lost between sessions loses no more than the updates since that
-checkpoint. A restored run that must run again without its checkpoint (a
+checkpoint. So is a training run still running, every `archive_every_s`
+(`sync(..., running=...)`: its newest complete checkpoint, the pointer
+read once before its files are copied and written after them): a machine
+lost without a stop (a crash, a preempted host) loses no more than the
+time since that snapshot. A restored run that must run again without its checkpoint (a
 finished run whose budget was raised) starts over (`prepare_to_run`).
 Sweep directory and archive layout: docs/experiments.md.
 """
@@ -57,7 +61,7 @@ import json
 import os
 import re
 import shutil
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterator, List, Optional, Tuple
 
 from i2a import io_utils
 
@@ -104,13 +108,22 @@ def _same_step(name: str, checkpoint: str) -> bool:
 
 def newest_checkpoint(workdir: str) -> Optional[str]:
   """ckpt-N of the workdir's checkpoint pointer, if any."""
+  pointer = _pointer(workdir)
+  return pointer[0] if pointer else None
+
+
+def _pointer(workdir: str) -> Optional[Tuple[str, bytes]]:
+  """(ckpt-N, the pointer file's bytes) of the workdir's checkpoint
+  pointer, if any: read once, so that a checkpoint saved meanwhile cannot
+  change which one the pointer copied with its files names."""
   try:
-    with open(os.path.join(workdir, _CHECKPOINT_POINTER)) as f:
-      match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', f.read(),
-                        re.MULTILINE)
+    with open(os.path.join(workdir, _CHECKPOINT_POINTER), "rb") as f:
+      data = f.read()
   except OSError:
     return None
-  return os.path.basename(match.group(1)) if match else None
+  match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"',
+                    data.decode("utf-8", "replace"), re.MULTILINE)
+  return (os.path.basename(match.group(1)), data) if match else None
 
 
 def policies(plan) -> set:
@@ -157,14 +170,20 @@ def _write(target: str, data: bytes) -> None:
 
 
 def _mirror(source_dir: str, target_dir: str, selected, old: str,
-            new: str) -> int:
+            new: str, fixed: Optional[Dict[str, bytes]] = None) -> int:
   """Makes target_dir's files equal source_dir's selected ones (paths in
-  its JSON files moved from `old` to `new`; the record left alone);
+  its JSON files moved from `old` to `new`; the record left alone) and
+  the `fixed` ones (relative path -> bytes, written after the others);
   returns the bytes written."""
-  wanted = {r for r in _files(source_dir) if selected(r)}
+  fixed = fixed or {}
+  copied = sorted(r for r in _files(source_dir)
+                  if selected(r) and r not in fixed)
+  wanted = set(copied) | set(fixed)
   written = 0
-  for relative in sorted(wanted):
-    data = _content(os.path.join(source_dir, relative), relative, old, new)
+  for relative in copied + sorted(fixed):
+    data = fixed.get(relative)
+    if data is None:
+      data = _content(os.path.join(source_dir, relative), relative, old, new)
     target = os.path.join(target_dir, relative)
     try:
       with open(target, "rb") as f:
@@ -209,11 +228,14 @@ def _state(workdir: str) -> Optional[str]:
     return None
 
 
-def sync(plan, is_done, archive: str) -> Tuple[List[str], int]:
+def sync(plan, is_done, archive: str, running: Collection[str] = ()
+         ) -> Tuple[List[str], int]:
   """Copies every finished run of `plan` (`is_done(job)`) that is archived
-  by stage, and every stopped training run with its newest checkpoint,
-  into `archive`; returns (the runs whose files changed there, bytes
-  copied)."""
+  by stage, and every stopped training run and every training run in
+  `running` (ids of runs in progress) with its newest checkpoint, into
+  `archive`; returns (the runs whose files changed there, bytes copied).
+  A running run whose checkpoint is rotated out while it is copied is
+  left as its previous snapshot was (the next sync copies the newer)."""
   io_utils.ensure_writable_dir(archive, "archive directory")
   _check_index(archive, plan.name, plan.sweep_dir)
   sweep_dir = os.path.normpath(os.path.abspath(plan.sweep_dir))
@@ -222,19 +244,30 @@ def sync(plan, is_done, archive: str) -> Tuple[List[str], int]:
   for job in plan.jobs:
     if job.stage not in ARCHIVED_STAGES:
       continue
+    # With its checkpoint: (ckpt-N, the pointer's bytes), else None.
+    pointer = None
     if is_done(job):
-      checkpoint = (newest_checkpoint(job.workdir)
-                    if job.id in policy_runs else None)
-    elif job.stage == "train" and _state(job.workdir) == "stopped":
-      checkpoint = newest_checkpoint(job.workdir)  # it resumes from it
-      if checkpoint is None:
+      if job.id in policy_runs:
+        pointer = _pointer(job.workdir)
+    elif job.stage == "train" and (job.id in running or
+                                   _state(job.workdir) == "stopped"):
+      pointer = _pointer(job.workdir)  # it resumes from it
+      if pointer is None:
         continue
     else:
       continue
+    checkpoint, fixed = None, None
+    if pointer is not None:
+      checkpoint, fixed = pointer[0], {_CHECKPOINT_POINTER: pointer[1]}
     target = _archive_dir(archive, job)
-    written = _mirror(job.workdir, target,
-                      lambda r, c=checkpoint: kept(r, c), sweep_dir,
-                      SWEEP_DIR)
+    try:
+      written = _mirror(job.workdir, target,
+                        lambda r, c=checkpoint, f=fixed: kept(r, c) and
+                        r not in (f or ()), sweep_dir, SWEEP_DIR, fixed)
+    except FileNotFoundError:
+      if job.id in running:
+        continue  # rotated out by a newer checkpoint: the next sync
+      raise
     record = _content(os.path.join(job.workdir, RECORD), RECORD, sweep_dir,
                       SWEEP_DIR)
     try:
