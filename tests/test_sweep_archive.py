@@ -243,24 +243,33 @@ def get_config(preset=""):
 """
 
 
-def _stop_when(control, metrics, beyond, timeout=120.0):
-  """Sets control.stop once metrics.csv logs env steps beyond `beyond`."""
+def _stop_once(control, reached, timeout=120.0):
+  """Sets control.stop once `reached()` is true (or after `timeout`)."""
 
   def watch():
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not control.stop.is_set():
-      try:
-        steps = read_column(metrics, "env_steps")
-      except (OSError, TypeError, ValueError):  # not there yet, half-written
-        steps = None
-      if steps is not None and len(steps) and steps[-1] > beyond:
+      if reached():
         break
-      time.sleep(0.2)
+      time.sleep(0.05)
     control.stop.set()
 
   thread = threading.Thread(target=watch, daemon=True)
   thread.start()
   return thread
+
+
+def _stop_when(control, metrics, beyond):
+  """Sets control.stop once metrics.csv logs env steps beyond `beyond`."""
+
+  def reached():
+    try:
+      steps = read_column(metrics, "env_steps")
+    except (OSError, TypeError, ValueError):  # not there yet, half-written
+      return False
+    return steps is not None and len(steps) > 0 and steps[-1] > beyond
+
+  return _stop_once(control, reached)
 
 
 def _run_until(grid, sweep_dir, archive, beyond):
@@ -309,29 +318,24 @@ def test_a_stopped_training_run_resumes_from_its_archived_checkpoint(
       "attempts"] == 2
 
 
-def _watch_for_snapshot(control, kept, seen, timeout=120.0):
+def _watch_for_snapshot(control, kept, seen):
   """Sets control.stop once the archive holds a snapshot of the run in
   progress (record state 'running') with its checkpoint; `seen` gets it."""
 
-  def watch():
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not control.stop.is_set():
-      try:
-        state = io_utils.read_json(os.path.join(kept, sweeping.RECORD))[
-            "state"]
-      except (OSError, ValueError, KeyError):
-        state = None
-      checkpoint = archiving.newest_checkpoint(kept)
-      if state == "running" and checkpoint:
-        seen.update(checkpoint=checkpoint, files=sorted(
-            os.listdir(os.path.join(kept, "checkpoints"))))
-        break
-      time.sleep(0.05)
-    control.stop.set()
+  def reached():
+    try:
+      state = io_utils.read_json(os.path.join(kept, sweeping.RECORD))[
+          "state"]
+    except (OSError, ValueError, KeyError):
+      return False
+    checkpoint = archiving.newest_checkpoint(kept)
+    if state != "running" or not checkpoint:
+      return False
+    seen.update(checkpoint=checkpoint, files=sorted(
+        os.listdir(os.path.join(kept, "checkpoints"))))
+    return True
 
-  thread = threading.Thread(target=watch, daemon=True)
-  thread.start()
-  return thread
+  return _stop_once(control, reached)
 
 
 def test_a_running_training_run_is_archived_and_resumes_after_a_crash(

@@ -49,8 +49,9 @@ checkpoint. So is a training run still running, every `archive_every_s`
 (`sync(..., running=...)`: its newest complete checkpoint, the pointer
 read once before its files are copied and written after them): a machine
 lost without a stop (a crash, a preempted host) loses no more than the
-time since that snapshot. A restored run that must run again without its checkpoint (a
-finished run whose budget was raised) starts over (`prepare_to_run`).
+time since that snapshot. A restored run that must run again without its
+checkpoint (a finished run whose budget was raised) starts over
+(`prepare_to_run`).
 Sweep directory and archive layout: docs/experiments.md.
 """
 
