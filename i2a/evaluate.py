@@ -1,12 +1,13 @@
 r"""python -m i2a.evaluate: scores and a video of a trained agent.
 
   python -m i2a.evaluate --workdir=TRAIN_WORKDIR --episodes=20 [--greedy]
-      [--checkpoint=STEP]
+      [--checkpoint=STEP] [--envs=16]
 
 Loads the newest checkpoint (or that of learner step --checkpoint), the
 config and the protocol of a `python -m i2a.train` workdir (and the
 envmodel export the agent was trained with, or --envmodel if it moved),
-runs the episodes under the recorded protocol and writes, per checkpoint,
+runs the episodes under the recorded protocol (--envs of them at once,
+one acting call for all) and writes, per checkpoint,
 WORKDIR/eval/step_<STEP>/scores.json (returns, lengths, mean, std, the
 checkpoint's learner and environment steps), episode_000.gif and
 episode_000.png, and for an I2A imagination_stepNNNN.png (its imagined
@@ -43,6 +44,11 @@ _VIDEO_FRAMES = flags.DEFINE_integer("video_frames", 400,
 _CHECKPOINT = flags.DEFINE_integer(
     "checkpoint", None, "The learner step of the checkpoint to evaluate "
     "(default: the newest); earlier checkpoints' results are kept.")
+_ENVS = flags.DEFINE_integer(
+    "envs", evaluation.EVAL_ENVS, "Episodes played at once (one acting "
+    "call for all): an agent without random numbers of its own plays the "
+    "same episodes whatever this is; an I2A's rollouts draw theirs per "
+    "batch.")
 flags.adopt_module_key_flags(cli)
 
 
@@ -58,12 +64,13 @@ def _run_config() -> dict:
 def main(argv):
   del argv
   holders = [_WORKDIR, _EPISODES, _GREEDY, _SEED, _ENVMODEL, _VIDEO_FRAMES,
-             _CHECKPOINT]
+             _CHECKPOINT, _ENVS]
   cli.start(holders=holders,
             extra=_run_config() if cli.PRINT_CONFIG.value else None)
   scores = evaluation.evaluate(_WORKDIR.value, _EPISODES.value, _GREEDY.value,
                                _SEED.value, _ENVMODEL.value,
-                               _VIDEO_FRAMES.value, _CHECKPOINT.value)
+                               _VIDEO_FRAMES.value, _CHECKPOINT.value,
+                               _ENVS.value)
   summary = {k: scores[k] for k in ("mean", "std", "episodes",
                                     "checkpoint_step", "env_steps", "frames",
                                     "greedy")}

@@ -4,9 +4,11 @@ Data flow (docs/agents.md, "Evaluation"): the workdir of `python -m i2a.train`
 gives the config (config.json), the protocol (protocol.json), a checkpoint
 (the newest, or `checkpoint=STEP`'s) and, for agents that query one, the
 envmodel export. The agent's network acts on frame windows exactly as the
-actor does (FrameWindows, sample_actions), for N episodes of one
-environment seeded EVAL_SEED + seed + episode (disjoint from the training
-envs' seeds): `run_episodes`, the one episode runner of evaluations.
+actor does (FrameWindows, sample_actions), for N episodes seeded
+EVAL_SEED + seed + episode (disjoint from the training envs' seeds), each
+sampling its actions from a generator of its own, EVAL_ENVS of them at
+once in one acting call per step: `run_episodes`, the one episode runner
+of evaluations.
 
 Each checkpoint's results are kept: WORKDIR/eval/step_<N>/ (N the
 checkpoint's learner step) holds scores.json (returns, lengths, mean, std,
@@ -58,6 +60,8 @@ INDEX = "index.json"  # eval/index.json: every evaluated checkpoint
 STEP_DIR = "step_{step}"  # eval/step_<learner step>/
 TENSORBOARD = os.path.join("tb", "evaluate")
 EVAL_SEED = 10_000_000  # episode i is seeded EVAL_SEED + seed + i
+# Episodes played at once (`run_episodes`): one acting call for all.
+EVAL_ENVS = 16
 STRIP_FRAMES = 12
 # An I2A's imagination is drawn at steps 0, 25, 50, 75 of the first episode.
 IMAGINATION_EVERY = 25
@@ -147,50 +151,6 @@ def load_agent(config: ml_collections.ConfigDict,
                        env_steps=int(env_steps.numpy()))
 
 
-def run_episode(network: ActorCriticNetwork, env, seed: int,
-                rng: np.random.Generator, greedy: bool,
-                record: bool = False,
-                imaginations: Optional[List[Tuple[int, Any]]] = None,
-                actions: Optional[List[int]] = None,
-                rewards: Optional[List[float]] = None
-                ) -> Tuple[float, int, List[np.ndarray]]:
-  """One episode under the agent's policy: (return, length, frames).
-
-  With a list `imaginations` and an I2A, appends (step, what it imagines:
-  `imagined_frames`) every IMAGINATION_EVERY steps, at most
-  IMAGINATION_SNAPSHOTS times. The pictures draw no random numbers of the
-  policy (acting.imagine_quietly): the episode is the one it would be
-  without them. Lists `actions` and `rewards` get each step's action id
-  and reward.
-  """
-  observation, _ = env.reset(seed=seed)
-  windows = FrameWindows(observation[None], network.window_offsets)
-  frames = [observation] if record else []
-  episode_return, length, done = 0.0, 0, False
-  while not done:
-    if (imaginations is not None and length % IMAGINATION_EVERY == 0 and
-        len(imaginations) < IMAGINATION_SNAPSHOTS):
-      imagined = imagine_quietly(network, windows.frames, [env])
-      if imagined is None:
-        imaginations = None  # this network imagines nothing
-      else:
-        imaginations.append((length, imagined))
-    logits, _ = network.act(windows.frames, [env])
-    action = int(sample_actions(logits, rng, greedy)[0])
-    observation, reward, terminated, truncated, _ = env.step(action)
-    episode_return += float(reward)
-    length += 1
-    done = terminated or truncated
-    windows.push(observation[None], np.array([False]))
-    if record:
-      frames.append(observation)
-    if actions is not None:
-      actions.append(action)
-    if rewards is not None:
-      rewards.append(float(reward))
-  return episode_return, length, frames
-
-
 @dataclasses.dataclass
 class Episodes:
   """What `run_episodes` saw: every episode's return and length, and the
@@ -221,35 +181,100 @@ class Episodes:
                                    self.rewards, action_names)
 
 
+@dataclasses.dataclass
+class _Slot:
+  """One environment of `run_episodes` and the episode it plays (an index
+  into the seeds; a spare episode, whose results are dropped, from
+  `episodes` on)."""
+  env: Any
+  episode: int = -1
+  rng: Optional[np.random.Generator] = None
+  windows: Optional[FrameWindows] = None
+  episode_return: float = 0.0
+  length: int = 0
+
+
 def run_episodes(network: ActorCriticNetwork,
                  protocol: environments.Protocol, episodes: int,
-                 greedy: bool, seed: int = 0,
-                 imagination: bool = False) -> Episodes:
-  """`episodes` episodes of one environment of its own, episode i seeded
-  EVAL_SEED + seed + i, actions sampled with numpy's generator seeded
-  `seed` (or greedy); the first episode is recorded (and, with
-  `imagination`, an I2A's imagination drawn in it)."""
+                 greedy: bool, seed: int = 0, imagination: bool = False,
+                 num_envs: int = EVAL_ENVS) -> Episodes:
+  """`episodes` episodes on up to `num_envs` environments at once: every
+  step is one `network.act` of all their windows [N, k, H, W, C].
+
+  Episode i is seeded EVAL_SEED + seed + i and samples its actions from
+  a numpy generator of its own, seeded (seed, i) (or greedily), so which
+  environment plays it does not change its actions. Environments left
+  without an episode near the end play spare ones (seeded past the last,
+  results dropped): the batch keeps its shape, so compiled acting calls
+  are not traced again for every smaller one. Episode 0 is recorded
+  (frames, actions, rewards) and, with `imagination`, an I2A's imagination
+  drawn in it every IMAGINATION_EVERY steps (at most IMAGINATION_SNAPSHOTS
+  times; acting.imagine_quietly draws none of the policy's random
+  numbers). A network with random numbers of its own (an I2A's rollout
+  policy, a stochastic envmodel) draws them for the whole batch, so its
+  episodes depend on `num_envs`; the actions' generators do not.
+  """
   if episodes < 1:
     raise ValueError(f"evaluation episodes must be >= 1, given {episodes}.")
-  env = environments.make_env(protocol)
-  rng = np.random.default_rng(seed)
+  if num_envs < 1:
+    raise ValueError("num_envs (environments played at once) must be >= 1, "
+                     f"given {num_envs}.")
   seeds = [EVAL_SEED + seed + i for i in range(episodes)]
-  result = Episodes([], [], seeds, [], [], [], [])
+  result = Episodes([None] * episodes, [None] * episodes, seeds, [], [], [],
+                    [])
+  imaginations: Optional[List[Tuple[int, Any]]] = (
+      result.imaginations if imagination else None)
+  slots = [_Slot(environments.make_env(protocol))
+           for _ in range(min(num_envs, episodes))]
+  next_episode = 0
+
+  def start(slot: _Slot) -> None:
+    nonlocal next_episode
+    slot.episode, next_episode = next_episode, next_episode + 1
+    observation, _ = slot.env.reset(seed=EVAL_SEED + seed + slot.episode)
+    slot.rng = np.random.default_rng([seed, slot.episode])
+    slot.windows = FrameWindows(observation[None], network.window_offsets)
+    slot.episode_return, slot.length = 0.0, 0
+    if slot.episode == 0:
+      result.frames.append(observation)
+
   try:
-    for i, episode_seed in enumerate(seeds):
-      first = i == 0
-      episode_return, length, frames = run_episode(
-          network, env, episode_seed, rng, greedy, record=first,
-          imaginations=result.imaginations if first and imagination
-          else None,
-          actions=result.actions if first else None,
-          rewards=result.rewards if first else None)
-      result.returns.append(episode_return)
-      result.lengths.append(length)
-      if first:
-        result.frames = frames
+    for slot in slots:
+      start(slot)
+    while any(r is None for r in result.returns):
+      first = next((s for s in slots if s.episode == 0), None)
+      if (first is not None and imaginations is not None and
+          first.length % IMAGINATION_EVERY == 0 and
+          len(imaginations) < IMAGINATION_SNAPSHOTS):
+        imagined = imagine_quietly(network, first.windows.frames,
+                                   [first.env])
+        if imagined is None:
+          imaginations = None  # this network imagines nothing
+        else:
+          imaginations.append((first.length, imagined))
+      logits, _ = network.act(
+          np.concatenate([s.windows.frames for s in slots]),
+          [s.env for s in slots])
+      for slot, row in zip(slots, logits):
+        action = int(sample_actions(row[None], slot.rng, greedy)[0])
+        observation, reward, terminated, truncated, _ = slot.env.step(
+            action)
+        slot.episode_return += float(reward)
+        slot.length += 1
+        if slot.episode == 0:
+          result.frames.append(observation)
+          result.actions.append(action)
+          result.rewards.append(float(reward))
+        if terminated or truncated:
+          if slot.episode < episodes:
+            result.returns[slot.episode] = slot.episode_return
+            result.lengths[slot.episode] = slot.length
+          start(slot)
+        else:
+          slot.windows.push(observation[None], np.array([False]))
   finally:
-    env.close()
+    for slot in slots:
+      slot.env.close()
   return result
 
 
@@ -269,7 +294,7 @@ class TrainingEvaluation:
   """Evaluation during training (config.eval_every): `run_episodes` with a
   copy of the learner's newest weights, config.eval_episodes episodes
   (config.eval_greedy), seeded as `python -m i2a.evaluate --seed=0` seeds
-  them, on an environment of its own.
+  them, on environments of its own.
 
   The copy (`build_agent`: its own envmodel copy and random generators)
   draws no random numbers of the run, and its generators start from the
@@ -336,10 +361,12 @@ def write_episode_video(out_dir: str, frames: Sequence[np.ndarray]
 def evaluate(workdir: str, episodes: Optional[int] = None,
              greedy: bool = False, seed: int = 0, envmodel: str = "",
              video_frames: int = 400,
-             checkpoint: Optional[int] = None) -> Dict[str, Any]:
+             checkpoint: Optional[int] = None,
+             num_envs: int = EVAL_ENVS) -> Dict[str, Any]:
   """Runs the agent of `workdir`'s newest checkpoint (or that of learner
-  step `checkpoint`) for `episodes` episodes; writes eval/step_<N>/, the
-  index, eval/scores.json when N is the newest evaluated, and TensorBoard."""
+  step `checkpoint`) for `episodes` episodes, `num_envs` at once; writes
+  eval/step_<N>/, the index, eval/scores.json when N is the newest
+  evaluated, and TensorBoard."""
   config, protocol, checkpoint_path = load_run(workdir, checkpoint)
   episodes = int(episodes if episodes is not None else config.eval_episodes)
   if episodes < 1:
@@ -353,7 +380,7 @@ def evaluate(workdir: str, episodes: Optional[int] = None,
         recording=False)
   network, counters = load_agent(config, protocol, checkpoint_path, envmodel)
   result = run_episodes(network, protocol, episodes, greedy, seed,
-                        imagination=True)
+                        imagination=True, num_envs=num_envs)
   names = environments.action_names(protocol)
   workdir = os.path.abspath(workdir)
   eval_dir = io_utils.ensure_writable_dir(os.path.join(workdir, EVAL),

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import envmodels
 from agents import builder
+from agents.acting import random_generators
 from agents.a2c import networks
 from configs.agents import a2c as a2c_config
 from i2a import environments, io_utils, pictures, runs
@@ -498,16 +499,22 @@ def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
   training.run(config, workdir)
   _, protocol, checkpoint = evaluation.load_run(workdir)
   network, _ = evaluation.load_agent(config, protocol, checkpoint, "")
-  env = environments.make_env(protocol)
+  generators = random_generators(network)
+  states = [g.state.numpy() for g in generators]
   episodes = []
-  for imaginations in (None, []):
-    episodes.append(evaluation.run_episode(
-        network, env, 7, np.random.default_rng(0), False,
-        record=True, imaginations=imaginations))
-  env.close()
-  (plain_return, plain_length, plain_frames), (ret, length, frames) = episodes
-  assert (ret, length) == (plain_return, plain_length) and length > 25
-  np.testing.assert_array_equal(np.stack(frames), np.stack(plain_frames))
+  for imagination in (False, True):
+    for generator, state in zip(generators, states):
+      generator.state.assign(state)  # both from the same sampler state
+    episodes.append(evaluation.run_episodes(
+        network, protocol, 1, False, seed=7, imagination=imagination))
+  plain, drawn = episodes
+  assert drawn.returns == plain.returns and drawn.lengths == plain.lengths
+  (length,) = drawn.lengths
+  assert length > 25 and len(drawn.frames) == length + 1
+  np.testing.assert_array_equal(np.stack(drawn.frames),
+                                np.stack(plain.frames))
+  assert drawn.actions == plain.actions and not plain.imaginations
+  imaginations = drawn.imaginations
   assert [step for step, _ in imaginations] == [
       t for t in (0, 25, 50) if t < length]
   imagined = imaginations[0][1]
@@ -524,6 +531,29 @@ def test_an_i2a_evaluation_draws_its_imagination_without_changing_episodes(
               if t < scores["lengths"][0]]
   for picture in scores["imagination"]:
     assert os.path.getsize(picture["png"]) > 0
+
+
+def test_episodes_played_at_once_are_the_episodes_played_one_by_one(
+    trained):
+  """Each episode has its seed and its own action sampler: A2C (no random
+  numbers of its own) plays the same episodes on 1 environment as on 3 at
+  once, greedy or sampling; spare episodes fill the batch at the end."""
+  workdir, _ = trained
+  config, protocol, checkpoint = evaluation.load_run(workdir)
+  network, _ = evaluation.load_agent(config, protocol, checkpoint, "")
+  for greedy in (True, False):
+    one = evaluation.run_episodes(network, protocol, 5, greedy, seed=3,
+                                  num_envs=1)
+    three = evaluation.run_episodes(network, protocol, 5, greedy, seed=3,
+                                    num_envs=3)
+    assert three.returns == one.returns and three.lengths == one.lengths
+    assert three.seeds == one.seeds == [evaluation.EVAL_SEED + 3 + i
+                                        for i in range(5)]
+    assert three.actions == one.actions and len(one.actions) == one.lengths[0]
+    np.testing.assert_array_equal(np.stack(three.frames),
+                                  np.stack(one.frames))
+  with pytest.raises(ValueError, match="num_envs .* must be >= 1, given 0"):
+    evaluation.run_episodes(network, protocol, 2, True, num_envs=0)
 
 
 def test_an_i2a_run_draws_its_imagination_without_changing_the_run(
