@@ -226,7 +226,7 @@ def run_episodes(network: ActorCriticNetwork,
       result.imaginations if imagination else None)
   slots = [_Slot(environments.make_env(protocol))
            for _ in range(min(num_envs, episodes))]
-  next_episode = 0
+  next_episode, left = 0, episodes
 
   def start(slot: _Slot) -> None:
     nonlocal next_episode
@@ -241,9 +241,9 @@ def run_episodes(network: ActorCriticNetwork,
   try:
     for slot in slots:
       start(slot)
-    while any(r is None for r in result.returns):
-      first = next((s for s in slots if s.episode == 0), None)
-      if (first is not None and imaginations is not None and
+    first = slots[0]  # episode 0 starts there
+    while left:
+      if (first.episode == 0 and imaginations is not None and
           first.length % IMAGINATION_EVERY == 0 and
           len(imaginations) < IMAGINATION_SNAPSHOTS):
         imagined = imagine_quietly(network, first.windows.frames,
@@ -269,6 +269,7 @@ def run_episodes(network: ActorCriticNetwork,
           if slot.episode < episodes:
             result.returns[slot.episode] = slot.episode_return
             result.lengths[slot.episode] = slot.length
+            left -= 1
           start(slot)
         else:
           slot.windows.push(observation[None], np.array([False]))

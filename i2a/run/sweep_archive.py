@@ -263,8 +263,8 @@ def sync(plan, is_done, archive: str, running: Collection[str] = ()
     target = _archive_dir(archive, job)
     try:
       written = _mirror(job.workdir, target,
-                        lambda r, c=checkpoint, f=fixed: kept(r, c) and
-                        r not in (f or ()), sweep_dir, SWEEP_DIR, fixed)
+                        lambda r, c=checkpoint: kept(r, c), sweep_dir,
+                        SWEEP_DIR, fixed)
     except FileNotFoundError:
       if job.id in running:
         continue  # rotated out by a newer checkpoint: the next sync
