@@ -29,6 +29,14 @@ Agents (`--agents`, rows of `train_throughput.py`, untrained):
              taken only when some are malformed) is traced as keeping
              them all: the timed batches are well formed, so the
              computation is the one the learner runs.
+Pretraining (`--pretrain`, claim 1's models of
+configs/sweeps/table1_small.py, or 'all'; `--pretrain-data` a `paper`
+dataset, which sets their reward coding):
+  pretrain   one pretraining step of the `paper` preset's model on a batch
+             of windows (`export_pretrain`): its metrics, the variables
+             updated in place (input/output aliases); every non-constant
+             float variable drawn from a recipe (benchmarks/xla_pretrain.py
+             trains them)
 Written to DIR:
   manifest.json   every program: its HLO file, where each parameter comes
                   from (a generated input, an output of another program,
@@ -48,6 +56,7 @@ recipes (`xla_inputs.py`, numpy only).
   python benchmarks/export_xla.py --output DIR [--sizes paper,small]
       [--kinds dssm_det,...] [--envs 16,256] [--check-envs 16]
       [--agents a2c/mspacman_paper,i2a_distillation/mspacman_paper]
+      [--pretrain all --pretrain-data DIR/dataset]
 """
 
 from __future__ import annotations
@@ -74,6 +83,7 @@ from xla_inputs import constant, draw, normal, randint
 from agents import builder, learning
 from envmodels import base, branches
 from i2a import environments, io_utils, runs
+from configs.sweeps import table1_small
 
 ROLLOUTS, DEPTH = rollout_speed.ROLLOUTS, rollout_speed.DEPTH
 
@@ -92,6 +102,7 @@ class Store:
   LARGE = 1 << 16  # bytes
 
   def __init__(self):
+    self.large = self.LARGE  # export_pretrain lowers it to 0 while it runs
     self.arrays: Dict[str, np.ndarray] = {}
     # id -> (variable, recipe): holding the variable keeps its id unique.
     self._drawn: Dict[int, Any] = {}
@@ -111,7 +122,7 @@ class Store:
     constant if all its values are equal, else a normal of its mean and
     standard deviation (the untrained initialiser's scale), so that both
     sides hold the same values."""
-    if (variable is None or value.nbytes <= self.LARGE or
+    if (variable is None or value.nbytes <= self.large or
         value.dtype != np.float32):
       return {"from": "captured", "key": self.add(value)}
     if id(variable) in self._drawn:
@@ -162,6 +173,8 @@ def export(out_dir: str, store: Store, name: str, fn: Any,
                        "given variables; it cannot be exported.")
     value = captured.numpy() if variable is None else variable.numpy()
     parameters.append(store.parameter(value, variable))
+    if variable is not None:
+      parameters[-1] = dict(parameters[-1], variable=variable.name)
   # Each source must have its parameter's shape, in XLA's order.
   shapes = [list(x.shape) for x in flat] + [
       list(store.arrays[p["key"]].shape) if p["from"] == "captured"
@@ -324,6 +337,83 @@ def export_agent(out_dir: str, store: Store, row_name: str, tmpdir: str
                function="update", **metadata)]
 
 
+def export_pretrain(out_dir: str, store: Store, name: str, kind: str,
+                    jump: int, data: str, batch_size: int, check: bool,
+                    preset: str = "paper") -> Dict[str, Any]:
+  """One pretraining step of a `preset` model on `data`, as
+  `i2a.pretrain` runs it (`Pretrainer._train_step_impl`: the loss, its
+  gradients, global-norm clipping, the guarded fused Adam update). The
+  model's and Adam's variables and the model's random generator are
+  parameters that the step updates in place (the HLO's input/output
+  aliases); its outputs are the step's metrics, sorted by name
+  (`metric_names`), computed before the update: called on held-out
+  windows with the variables copied, the step evaluates them."""
+  import sonnet as snt  # pylint: disable=import-outside-toplevel
+  import envmodels  # pylint: disable=import-outside-toplevel
+  from envmodels import optimization  # pylint: disable=import-outside-toplevel
+  from i2a import cli  # pylint: disable=import-outside-toplevel
+  from i2a.replay import datasets, files  # pylint: disable=import-outside-toplevel
+  from i2a.run import pretrain as pretraining  # pylint: disable=import-outside-toplevel
+  config = cli.load_config_file(f"configs/envmodels/{kind}.py:{preset}")
+  config.update(dict(jump=jump, batch_size=batch_size, data=data))
+  protocol = pretraining.dataset_protocol(data)
+  length = config.context_length + config.T
+  train, test = (datasets.window_sampler(files.split_path(data, split),
+                                         length, jump)
+                 for split in ("train", "test"))
+  scale = pretraining.resolve_reward_scale(config, train, test)
+  model = envmodels.build(
+      pretraining.model_spec(config, protocol), seed=0,
+      **pretraining.model_hyperparameters(config, scale))
+  optimizer = snt.optimizers.Adam(config.learning_rate)
+  model.create_variables()
+  optimization.create_slots(optimizer, model.trainable_variables)
+  knobs = config.loss.to_dict()
+
+  @tf.function(jit_compile=True)
+  def step(batch):  # Pretrainer._train_step_impl, without the step counter
+    with tf.GradientTape() as tape:
+      out = model.loss(batch, **knobs)
+    variables = model.trainable_variables
+    gradients = tape.gradient(out.loss, variables)
+    clipped, norm = tf.clip_by_global_norm(gradients, config.clip_norm)
+    finite = optimization.apply_if_finite(optimizer, clipped, variables,
+                                          out.loss, norm)
+    return dict(out.metrics, gradient_norm=norm,
+                nonfinite_update=1.0 - tf.cast(finite, tf.float32))
+
+  shape = list(protocol.observation_shape)
+  inputs = {
+      "batch/action": randint([batch_size, length, jump], 0,
+                              environments.num_actions(protocol), "int32", 40),
+      "batch/discount": constant([batch_size, length], 1.0, "float32"),
+      "batch/observation": randint([batch_size, length, *shape], 0, 256,
+                                   "uint8", 41),
+      "batch/reward": constant([batch_size, length], 0.0, "float32"),
+  }
+  batch = {k.split("/")[1]: tf.constant(draw(v)) for k, v in inputs.items()}
+  # Every float variable that is not constant is drawn (`Store.parameter`):
+  # a normal of its initial mean and spread, whose recipe seed the
+  # training side shifts per model seed; the export stays small.
+  store.large = 0
+  try:
+    with base.value_checks(False), branches.scope(1):
+      metric_names = sorted(step.get_concrete_function(batch)
+                            .structured_outputs)
+      variables = list(model.variables) + list(optimizer.variables)
+      return export(
+          out_dir, store, f"{preset}_{name}_pretrain", step, (batch,),
+          [{"from": "input", "name": k} for k in sorted(inputs)], variables,
+          check, group="pretrain", model=name, kind=kind, jump=jump,
+          size=preset, batch_size=batch_size, context_length=
+          config.context_length, T=config.T, learning_rate=
+          config.learning_rate, clip_norm=config.clip_norm,
+          reward_scale=scale, metric_names=metric_names, inputs=inputs,
+          config=config.to_dict())
+  finally:
+    store.large = store.LARGE
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--output", required=True,
@@ -340,6 +430,14 @@ def main() -> None:
   parser.add_argument("--agents", default="a2c/mspacman_paper,"
                       "i2a_distillation/mspacman_paper",
                       help="rows of train_throughput.py ('' for none)")
+  parser.add_argument("--pretrain", default="",
+                      help="claim 1's models (names of "
+                      "configs/sweeps/table1_small.py MODELS, or 'all') to "
+                      "export one `paper`-preset pretraining step of")
+  parser.add_argument("--pretrain-data", default="",
+                      help="the `paper` dataset the models train on "
+                      "(paper_data.py collect; sets their reward coding)")
+  parser.add_argument("--pretrain-batch", type=int, default=16)
   args = parser.parse_args()
   sizes = [s for s in args.sizes.split(",") if s]
   kinds = [k for k in args.kinds.split(",") if k]
@@ -358,9 +456,23 @@ def main() -> None:
                  f"integers; given {args.envs!r} and {args.check_envs!r}")
   if envs and min(envs) < 1:
     parser.error(f"--envs needs positive integers, given {args.envs!r}")
+  claim1 = {name: (kind, jump) for name, kind, jump in table1_small.MODELS}
+  pretrain = (list(claim1) if args.pretrain == "all" else
+              [m for m in args.pretrain.split(",") if m])
+  unknown = sorted(set(pretrain) - set(claim1))
+  if unknown:
+    parser.error(f"unknown --pretrain models {unknown}; choose from "
+                 f"{sorted(claim1)} or 'all'")
+  if pretrain and not args.pretrain_data:
+    parser.error("--pretrain needs --pretrain-data DIR/dataset (a `paper` "
+                 "dataset: benchmarks/paper_data.py collect)")
   os.makedirs(args.output, exist_ok=True)
   store = Store()
   programs: List[Dict[str, Any]] = []
+  for name in pretrain:
+    programs.append(export_pretrain(
+        args.output, store, name, *claim1[name], args.pretrain_data,
+        args.pretrain_batch, check=True))
   with tempfile.TemporaryDirectory() as tmpdir:
     for row in agents:
       programs += export_agent(args.output, store, row, tmpdir)

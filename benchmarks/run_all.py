@@ -14,12 +14,13 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Not run by default: the exporter needs --output, and its timing side runs
-# under an interpreter with jax, not the project's (docs/performance.md,
-# "On a GPU").
-MANUAL = ("export_xla", "xla_speed")
+# Not run by default: the exporter and the `paper` data's collector need
+# their arguments, and the XLA side runs under an interpreter with jax, not
+# the project's (docs/performance.md, "On a GPU").
+MANUAL = ("export_xla", "xla_speed", "paper_data", "xla_pretrain",
+          "xla_pretrain_report")
 # Modules the scripts import, not benchmarks.
-LIBRARIES = ("run_all", "__init__", "xla_inputs")
+LIBRARIES = ("run_all", "__init__", "xla_inputs", "packed_data")
 
 
 def main(names) -> int:

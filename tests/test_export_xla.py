@@ -91,3 +91,35 @@ def test_an_exported_program_names_a_source_for_every_hlo_parameter(
   with pytest.raises(ValueError, match="2 flattened arguments but 1"):
     export_xla.export(str(tmp_path), store, "bad", fn, (x, scale),
                       sources[:1], [weights], False)
+
+
+def test_a_pretraining_step_exports_with_its_state_as_parameters(tmp_path):
+  from configs import collect as collect_config  # pylint: disable=import-outside-toplevel
+  from i2a.run import collect as collection  # pylint: disable=import-outside-toplevel
+  config = collect_config.get_config("tiny")
+  collection.run(config, str(tmp_path / "collect"))
+  store = export_xla.Store()
+  entry = export_xla.export_pretrain(
+      str(tmp_path / "out"), store, "sssm", "sssm", 1,
+      str(tmp_path / "collect" / "dataset"), 4, check=True, preset="tiny")
+  assert entry["name"] == "tiny_sssm_pretrain" and entry["jump"] == 1
+  assert "log_likelihood_per_frame" in entry["metric_names"]
+  assert entry["metric_names"] == sorted(entry["metric_names"])
+  # The batch first (sorted keys), then every variable the step reads.
+  inputs = [p["name"] for p in entry["parameters"] if p["from"] == "input"]
+  assert inputs == ["batch/action", "batch/discount", "batch/observation",
+                    "batch/reward"]
+  variables = entry["parameters"][4:]
+  assert all("variable" in p for p in variables)
+  # Float variables travel as recipes (redrawn per seed on the other
+  # side); the random generator's state and Adam's step are captured.
+  captured = [p for p in variables if p["from"] == "captured"]
+  assert {str(store.arrays[p["key"]].dtype) for p in captured} == {"int64"}
+  assert any("StateVar" in p["variable"] for p in captured)
+  assert any(p["from"] == "drawn" and p["recipe"]["draw"] == "normal"
+             for p in variables)
+  assert store.large == store.LARGE  # restored after the export
+  # The reference holds the metrics, computed before the update.
+  assert len(entry["reference"]) == len(entry["metric_names"])
+  assert all(np.isfinite(r["sum"]) for r in entry["reference"])
+  assert os.path.getsize(tmp_path / "out" / "tiny_sssm_pretrain.hlo.pb") > 0
