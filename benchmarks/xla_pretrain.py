@@ -40,7 +40,7 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Deque, Dict, Iterator, List, Sequence
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -112,7 +112,7 @@ class Model:
                    if p["from"] == "input"]
     self.length = entry["context_length"] + entry["T"]
     self.aliased = sorted(p for p, _ in self.program.aliases)
-    self.state: List[jax.Array] = []
+    self.state: List[Optional[jax.Array]] = []  # None: an input
     self.step_s = float("nan")  # check_and_time measures it
 
   def initial_state(self, seed: int) -> None:
