@@ -347,7 +347,9 @@ def export_pretrain(out_dir: str, store: Store, name: str, kind: str,
   parameters that the step updates in place (the HLO's input/output
   aliases); its outputs are the step's metrics, sorted by name
   (`metric_names`), computed before the update: called on held-out
-  windows with the variables copied, the step evaluates them."""
+  windows with the variables copied, the step evaluates them. It computes
+  in float32, what `precision: auto` resolves to on a GPU (the CPU's
+  bfloat16 is a graph rewrite that XLA programs do not get)."""
   import sonnet as snt  # pylint: disable=import-outside-toplevel
   import envmodels  # pylint: disable=import-outside-toplevel
   from envmodels import optimization  # pylint: disable=import-outside-toplevel
@@ -355,7 +357,8 @@ def export_pretrain(out_dir: str, store: Store, name: str, kind: str,
   from i2a.replay import datasets, files  # pylint: disable=import-outside-toplevel
   from i2a.run import pretrain as pretraining  # pylint: disable=import-outside-toplevel
   config = cli.load_config_file(f"configs/envmodels/{kind}.py:{preset}")
-  config.update(dict(jump=jump, batch_size=batch_size, data=data))
+  config.update(dict(jump=jump, batch_size=batch_size, data=data,
+                     precision="fp32"))
   protocol = pretraining.dataset_protocol(data)
   length = config.context_length + config.T
   train, test = (datasets.window_sampler(files.split_path(data, split),
