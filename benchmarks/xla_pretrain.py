@@ -21,12 +21,17 @@ windows: 256 of the test split, chosen as `i2a.evaluate_models` chooses
 them (numpy's default_rng(0), sorted), context 3 + T 10 frames.
 
 The JSON is rewritten after every evaluation, so a run stopped at its
-time limit keeps what it measured.
+time limit keeps what it measured. Compiling is slow on a GPU (XLA tunes
+every convolution's algorithm: 327-353 s for the eight programs on an
+H200); `--autotune_cache FILE` keeps the tuned algorithms for the next
+run (docs/performance.md, "Pretraining at the `paper` preset, through
+XLA").
 
   python benchmarks/xla_pretrain.py --programs DIR --data FILE.bin \\
       --output FILE.json [--seeds 0,1]
       [--budget_s 420 | --deadline_s 540 | --steps N]
       [--evals 6] [--eval_windows 256] [--only dssm_det,...]
+      [--autotune_cache FILE.textproto]
 """
 
 from __future__ import annotations
@@ -240,6 +245,23 @@ def check_and_time(model: Model, data: Data, time_steps: int
       reward_scale=entry["reward_scale"])
 
 
+def use_autotune_cache(path: str) -> str:
+  """Has XLA read its tuned algorithms from `path` if it exists, else
+  write them there ('loaded', 'written'; '' without a path). XLA reads
+  XLA_FLAGS when the first backend starts, so this runs before any
+  device is touched. The flags apply to GPUs; other devices ignore them.
+  """
+  if not path:
+    return ""
+  path = os.path.abspath(path)
+  loading = os.path.exists(path)
+  flag = ("--xla_gpu_load_autotune_results_from=" if loading else
+          "--xla_gpu_dump_autotune_results_to=") + path
+  os.environ["XLA_FLAGS"] = " ".join(
+      f for f in [os.environ.get("XLA_FLAGS", ""), flag] if f)
+  return "loaded" if loading else "written"
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--programs", required=True)
@@ -261,9 +283,14 @@ def main() -> None:
   parser.add_argument("--time_steps", type=int, default=12,
                       help="steps timed per model before the budget is set")
   parser.add_argument("--compile_threads", type=int, default=8)
+  parser.add_argument("--autotune_cache", default="",
+                      help="XLA's tuned GPU algorithms: read from this "
+                      "file where it exists (compiles skip most of their "
+                      "autotuning), else written to it")
   parser.add_argument("--only", default="", help="model names, comma-separated")
   args = parser.parse_args()
   start = time.perf_counter()
+  autotune = use_autotune_cache(args.autotune_cache)
   seeds = [int(s) for s in args.seeds.split(",") if s]
   with open(os.path.join(args.programs, "manifest.json")) as f:
     manifest = json.load(f)
@@ -283,7 +310,7 @@ def main() -> None:
           s: {k: v for k, v in h.items() if k != "manifest"} | dict(
               policy=h["manifest"].get("policy"))
           for s, h in data.header["splits"].items()}),
-      seeds=seeds, models={}, runs=[])
+      seeds=seeds, autotune_cache=autotune, models={}, runs=[])
   print(f"data loaded in {time.perf_counter() - start:.0f} s", flush=True)
 
   # Compile (in parallel), check against TensorFlow's reference, time. A
