@@ -79,7 +79,9 @@ def adapt(frames: np.ndarray) -> np.ndarray:
 
 
 class Adapted(collect.Policy):
-  """A `small` agent's policy acting on `paper` frames (`adapt`)."""
+  """A `small` agent's policy acting on `paper` frames (`adapt`). It is
+  not given the live environments, so an agent that reads them (an I2A
+  over the emulator oracle) is refused by its own `start`."""
 
   def __init__(self, policy: collect.Policy):
     self.policy = policy
@@ -120,6 +122,10 @@ def check(steps: int) -> Dict[str, Any]:
 
 def collect_dataset(policy_run: str, output: str, train_steps: int,
                     test_steps: int, epsilon: float, num_envs: int) -> str:
+  """OUTPUT/dataset at the `paper` protocol, acted by the `small` agent of
+  `policy_run` through `adapt`, mixed with uniform actions (`epsilon`), on
+  the seeds `python -m i2a.collect` uses (train 0.., test 1,000,000..); a
+  split already collected is kept. Returns the dataset's path."""
   from i2a.run import evaluate  # pylint: disable=import-outside-toplevel
   config, protocol, checkpoint = evaluate.load_run(policy_run)
   check_protocols(PAPER, protocol)
