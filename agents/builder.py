@@ -113,10 +113,12 @@ def make_oracle(protocol: environments.Protocol, jump: int = 1,
                 capacity: int = 4096) -> envmodels.LiveEnvModel:
   """The emulator oracle (envmodels.oracle.OracleModel) for environments of
   `protocol`: c = `jump` primitive actions per model step, `context_length`
-  frames of context, snapshots of at most `capacity` states."""
+  frames of context, snapshots of at most `capacity` states; MiniPacman's
+  snapshots are stepped as arrays (i2a.environments.minipacman_oracle)."""
   # Imported here: importing envmodels.oracle registers the 'oracle' kind,
   # which suites that build every registered kind cannot build.
   from envmodels import oracle  # pylint: disable=import-outside-toplevel
+  from i2a.environments import minipacman_oracle  # pylint: disable=import-outside-toplevel
   env_fn = functools.partial(environments.make_env, protocol)
   probe = env_fn()
   try:
@@ -124,8 +126,9 @@ def make_oracle(protocol: environments.Protocol, jump: int = 1,
                                context_length=context_length)
   finally:
     probe.close()
-  return oracle.OracleModel(spec, env_fn=env_fn, seed=seed,
-                            capacity=capacity)
+  return oracle.OracleModel(
+      spec, env_fn=env_fn, seed=seed, capacity=capacity,
+      batch_emulator=minipacman_oracle.batch_emulator(protocol))
 
 
 def load_envmodel(export_dir: str, protocol: environments.Protocol,

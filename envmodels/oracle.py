@@ -42,6 +42,13 @@ Decisions:
     (stateful, so calls keep program order), so errors there arrive as
     `tf.errors.InvalidArgumentError` carrying the same message. Not
     thread-parallel: a lock serialises calls.
+  * Batch emulators. Where the environment has one (`BatchEmulator`;
+    MiniPacman's is i2a.environments.minipacman_oracle, which
+    agents.builder.make_oracle passes), the snapshots of
+    `initial_state_from_envs` become rows of its arrays and every step,
+    rollout and render answers all its rows in one vectorised call: the
+    store then holds (rows, index) entries, and the outcomes are those of
+    the worker environment, bit for bit (tested). The ALE has none.
   * Actions. Outputs are not differentiable: gradients into relaxed actions
     are None (`uses_actions` is False for that reason, although the outputs
     do depend on the actions). Relaxed actions float32 [B, c, A] are turned
@@ -80,8 +87,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Protocol,
+                    Sequence, Tuple, Union)
 
 import gymnasium as gym
 import numpy as np
@@ -114,6 +121,48 @@ class Snapshot:
   wrappers: Tuple[Tuple[type, Dict[str, Any]], ...]  # outermost first
   frame: np.ndarray  # uint8 [H, W, C]: the observation in this state
   done: bool  # the episode has ended: stepping is absorbing
+
+
+class BatchEmulator(Protocol):
+  """Steps many snapshots of one protocol's environment as arrays.
+
+  `from_snapshots` turns Snapshots into rows: an object with `len()`,
+  `take(indices int [k])` (a copy), a static `concat(parts)`, and `frames`
+  uint8 [n, H, W, C] and `done` bool [n]. `step(rows, actions int [n, c])`
+  returns new rows (leaving `rows` as they were), rewards float32 [n],
+  frames and done, exactly as the worker environment would: c primitive
+  actions per row, stopping at the episode's end, ended rows absorbing.
+  """
+
+  def from_snapshots(self, snapshots: Sequence["Snapshot"]) -> Any:
+    ...
+
+  def step(self, rows: Any, actions: np.ndarray
+           ) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    ...
+
+
+class _Row(NamedTuple):
+  """A store entry under a batch emulator: row `index` of `rows`."""
+  rows: Any
+  index: int
+
+
+def _gather(entries: Sequence[_Row]) -> Any:
+  """The rows of `entries`, in order, as one batch of the emulator's rows."""
+  first = entries[0].rows
+  if all(entry.rows is first for entry in entries):
+    return first.take(np.array([entry.index for entry in entries]))
+  sources: Dict[int, Any] = {}
+  for entry in entries:
+    sources.setdefault(id(entry.rows), entry.rows)
+  offsets, total = {}, 0
+  for key, rows in sources.items():
+    offsets[key] = total
+    total += len(rows)
+  joined = type(first).concat(list(sources.values()))
+  return joined.take(np.array([offsets[id(entry.rows)] + entry.index
+                               for entry in entries]))
 
 
 # -- Environment snapshots -----------------------------------------------------
@@ -245,7 +294,8 @@ def spec_for_env(env: gym.Env, jump: int = 1, context_length: int = 1
 
 
 class _SnapshotStore:
-  """handle -> Snapshot, least recently used first, at most `capacity`.
+  """handle -> Snapshot (or _Row), least recently used first, at most
+  `capacity`.
 
   A plain object (not a dict attribute) so Sonnet's variable walk and TF's
   attribute tracking never look inside it.
@@ -260,7 +310,7 @@ class _SnapshotStore:
   def __len__(self) -> int:
     return len(self._snapshots)
 
-  def add(self, snapshot: Snapshot) -> int:
+  def add(self, snapshot: Union[Snapshot, _Row]) -> int:
     handle = self._next_handle
     self._next_handle += 1
     self._snapshots[handle] = snapshot
@@ -268,7 +318,7 @@ class _SnapshotStore:
       self._snapshots.popitem(last=False)
     return handle
 
-  def get(self, handle: int) -> Snapshot:
+  def get(self, handle: int) -> Union[Snapshot, _Row]:
     try:
       self._snapshots.move_to_end(handle)
     except KeyError:
@@ -296,6 +346,13 @@ def _host_call(function: Callable[..., Tuple[np.ndarray, ...]],
                            stateful=True)
 
 
+def _frame(entry: Union[Snapshot, _Row]) -> np.ndarray:
+  """The observation uint8 [H, W, C] in a store entry's state."""
+  if isinstance(entry, _Row):
+    return entry.rows.frames[entry.index]
+  return entry.frame
+
+
 @registry.register(KIND)
 @snt.allow_empty_variables
 class OracleModel(base.LiveEnvModel):
@@ -312,6 +369,9 @@ class OracleModel(base.LiveEnvModel):
     capacity: most snapshots kept (least recently used are evicted).
     relaxed_actions: 'argmax' or 'sample', how probability actions become
       primitive actions.
+    batch_emulator: steps the snapshots as arrays (`BatchEmulator`, e.g.
+      i2a.environments.minipacman_oracle.batch_emulator(protocol)), with
+      the outcomes of env_fn's environments; None steps them one by one.
   """
 
   # A LiveEnvModel: not learned (no variables, no loss, no export), started
@@ -320,7 +380,8 @@ class OracleModel(base.LiveEnvModel):
 
   def __init__(self, spec: base.EnvModelSpec,
                env_fn: Optional[Callable[[], gym.Env]] = None, seed: int = 0,
-               capacity: int = 4096, relaxed_actions: str = "argmax"):
+               capacity: int = 4096, relaxed_actions: str = "argmax",
+               batch_emulator: Optional[BatchEmulator] = None):
     super().__init__(spec, seed=seed, name="oracle")
     if env_fn is None:
       raise ValueError(
@@ -343,6 +404,15 @@ class OracleModel(base.LiveEnvModel):
     if relaxed_actions not in RELAXED_ACTION_MODES:
       raise ValueError(f"relaxed_actions must be one of "
                        f"{RELAXED_ACTION_MODES}, given {relaxed_actions!r}.")
+    if batch_emulator is not None and not (
+        callable(getattr(batch_emulator, "from_snapshots", None)) and
+        callable(getattr(batch_emulator, "step", None))):
+      raise ValueError(
+          "batch_emulator must have from_snapshots(snapshots) and "
+          "step(rows, actions) (envmodels.oracle.BatchEmulator), given "
+          f"{type(batch_emulator).__name__}; pass None to step the "
+          "environments one by one.")
+    self._batch = batch_emulator
     self._hyperparameters = dict(capacity=capacity,
                                  relaxed_actions=relaxed_actions)
     self._relaxed_actions = relaxed_actions
@@ -471,7 +541,12 @@ class OracleModel(base.LiveEnvModel):
       snapshots.append(snapshot)
     self._check_capacity(len(snapshots))
     with self._lock:
-      handles = np.array([self._store.add(s) for s in snapshots], np.int64)
+      if self._batch is not None:
+        rows = self._batch.from_snapshots(snapshots)
+        entries = [_Row(rows, i) for i in range(len(snapshots))]
+      else:
+        entries = snapshots
+      handles = np.array([self._store.add(e) for e in entries], np.int64)
     return OracleState(handle=tf.constant(handles),
                        done=tf.constant([s.done for s in snapshots]))
 
@@ -568,6 +643,8 @@ class OracleModel(base.LiveEnvModel):
     """handles int64 [B], actions int32 [B, c] -> new handles [B], done [B],
     rewards float32 [B], frames uint8 [B, H, W, C]."""
     self._check_actions(actions)
+    if self._batch is not None:
+      return self._step_rows(handles, actions)
     with self._lock:
       self._check_capacity(len(handles))
       snapshots = [self._store.get(int(h)) for h in handles]
@@ -582,6 +659,21 @@ class OracleModel(base.LiveEnvModel):
             np.stack([f[0] for _, f, _, _ in results]) if results else
             np.zeros((0,) + frame_shape, np.uint8))
 
+  def _step_rows(self, handles: np.ndarray, actions: np.ndarray
+                 ) -> Tuple[np.ndarray, ...]:
+    """_step_host through the batch emulator: one call for every row."""
+    if not len(handles):
+      return (np.zeros(0, np.int64), np.zeros(0, bool),
+              np.zeros(0, np.float32),
+              np.zeros((0,) + tuple(self.spec.observation_shape), np.uint8))
+    with self._lock:
+      self._check_capacity(len(handles))
+      rows = _gather([self._store.get(int(h)) for h in handles])
+      rows, rewards, frames, done = self._batch.step(rows, actions)
+      new_handles = np.array([self._store.add(_Row(rows, i))
+                              for i in range(len(handles))], np.int64)
+    return new_handles, done, rewards, frames
+
   def _rollout_host(self, handles: np.ndarray, actions: np.ndarray
                     ) -> Tuple[np.ndarray, np.ndarray]:
     """handles int64 [B], actions int32 [B, T, c] -> rewards float32 [B, T],
@@ -591,6 +683,13 @@ class OracleModel(base.LiveEnvModel):
     rewards = np.zeros((batch, steps), np.float32)
     frames = np.zeros((batch, steps) + tuple(self.spec.observation_shape),
                       np.uint8)
+    if self._batch is not None and batch:
+      with self._lock:
+        rows = _gather([self._store.get(int(h)) for h in handles])
+        for t in range(steps):
+          rows, rewards[:, t], frames[:, t], _ = self._batch.step(
+              rows, actions[:, t])
+      return rewards, frames
     with self._lock:
       snapshots = [self._store.get(int(h)) for h in handles]
       for i, snapshot in enumerate(snapshots):
@@ -600,7 +699,7 @@ class OracleModel(base.LiveEnvModel):
 
   def _render_host(self, handles: np.ndarray) -> Tuple[np.ndarray]:
     with self._lock:
-      frames = [self._store.get(int(h)).frame for h in handles]
+      frames = [_frame(self._store.get(int(h))) for h in handles]
     if not frames:
       return (np.zeros((0,) + tuple(self.spec.observation_shape), np.uint8),)
     return (np.stack(frames),)

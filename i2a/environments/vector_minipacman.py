@@ -403,6 +403,19 @@ class _Games:
       setattr(sub, name, getattr(self, name)[rows])
     return sub
 
+  @classmethod
+  def concat(cls, parts: Sequence["_Games"]) -> "_Games":
+    """The games of `parts` (of one protocol), in order, as one batch."""
+    joined = cls.__new__(cls)
+    first = parts[0]
+    joined.rules, joined.layout, joined.tables = (first.rules, first.layout,
+                                                  first.tables)
+    for name in cls._ARRAYS:
+      setattr(joined, name, np.concatenate([getattr(p, name) for p in parts]))
+    joined.rows = np.arange(len(joined.pacman))
+    joined.rows_col = joined.rows[:, None]
+    return joined
+
   def put(self, rows: np.ndarray, sub: "_Games") -> None:
     """Writes the games of `sub` (from `take(rows)`) back at `rows`."""
     for name in self._ARRAYS:
@@ -941,13 +954,7 @@ class VectorMiniPacman(gym.vector.VectorEnv):
   # -- Observations and infos ------------------------------------------------
 
   def _observations(self) -> np.ndarray:
-    frames = self._games.frames().view(np.uint8)
-    layout = self._layout
-    if layout.transform is None:
-      return frames.reshape((len(frames),) + layout.shape)
-    transform = layout.transform.observation
-    return np.stack([transform(frame.reshape(HEIGHT, WIDTH, 3))
-                     for frame in frames])
+    return observe(self._games)
 
   def _infos(self, events: _Events,
              mask: Optional[np.ndarray] = None) -> Dict[str, Any]:
@@ -1048,28 +1055,45 @@ class VectorMiniPacman(gym.vector.VectorEnv):
           f"VectorMiniPacman keeps power in [0, {POWER_PILL_DURATION}] and "
           "the ghosts' move credit in [0, 20) (what a game reaches), the "
           f"state has {state.power} and {state.ghost_move_credit}.")
-    games = self._games
-    ghosts = [(r * WIDTH + c) * _HEADINGS + int(h) for r, c, h in
-              (tuple(int(x) for x in g) for g in state.ghosts)]
-    games.ghosts[i] = ghosts + [0] * (MAX_GHOSTS - len(ghosts))
-    games.num_ghosts[i] = len(ghosts)
-    games.pacman[i] = state.pacman[0] * WIDTH + state.pacman[1]
-    codes = np.frombuffer(state.cells, np.uint8)
-    games.cells[i] = codes
-    games.background[i] = self._layout.backgrounds(codes[None])[0]
-    games.food_left[i] = int((codes == FOOD).sum())
-    games.pills_left[i] = int((codes == PILL).sum())
-    games.power[i] = state.power
-    games.level[i] = state.level
-    speed = _ghost_speed(int(state.level)) if ghosts else 0
-    games.speed[i] = speed
-    games.level_steps[i] = state.level_steps
-    games.steps[i] = state.steps
-    games.credit[i] = state.ghost_move_credit
-    games.needs_reset[i] = state.terminated
+    put_state(self._games, i, state)
     self._rng(i).bit_generator.state = state.rng_state
-    self._ready = not np.count_nonzero(games.needs_reset)
+    self._ready = not np.count_nonzero(self._games.needs_reset)
     self._sync_views()
+
+
+def put_state(games: _Games, i: int, state: minipacman.MiniPacmanState
+              ) -> None:
+  """Writes a MiniPacmanEnv's `state` (a valid one: `_restore_state` checks
+  it) into row i of `games`; the generator's state is the caller's."""
+  ghosts = [(r * WIDTH + c) * _HEADINGS + int(h) for r, c, h in
+            (tuple(int(x) for x in g) for g in state.ghosts)]
+  games.ghosts[i] = ghosts + [0] * (MAX_GHOSTS - len(ghosts))
+  games.num_ghosts[i] = len(ghosts)
+  games.pacman[i] = state.pacman[0] * WIDTH + state.pacman[1]
+  codes = np.frombuffer(state.cells, np.uint8)
+  games.cells[i] = codes
+  games.background[i] = games.layout.backgrounds(codes[None])[0]
+  games.food_left[i] = int((codes == FOOD).sum())
+  games.pills_left[i] = int((codes == PILL).sum())
+  games.power[i] = state.power
+  games.level[i] = state.level
+  games.speed[i] = _ghost_speed(int(state.level)) if ghosts else 0
+  games.level_steps[i] = state.level_steps
+  games.steps[i] = state.steps
+  games.credit[i] = state.ghost_move_credit
+  games.needs_reset[i] = state.terminated
+
+
+def observe(games: _Games) -> np.ndarray:
+  """The observations of every game, uint8 [n, H, W, C] as the protocol's
+  wrappers give them."""
+  frames = games.frames().view(np.uint8)
+  layout = games.layout
+  if layout.transform is None:
+    return frames.reshape((len(frames),) + layout.shape)
+  transform = layout.transform.observation
+  return np.stack([transform(frame.reshape(HEIGHT, WIDTH, 3))
+                   for frame in frames])
 
 
 def _or(a: Optional[np.ndarray], b: np.ndarray) -> np.ndarray:
