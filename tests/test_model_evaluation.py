@@ -169,3 +169,37 @@ def test_the_report_records_its_precision_and_thread_pools(trained,
   assert recorded["precision"] == precision.current()
   assert recorded["threads"] == precision.threads_record()
   assert [m["label"] for m in recorded["models"]] == [rows[0].label]
+
+
+def test_the_report_draws_each_models_open_loop_prediction(trained,
+                                                           tmp_path):
+  data, export = trained
+  T = 3
+  rows = model_evaluation.evaluate([export], data, T=T, num_windows=4,
+                                   batch_size=4, horizon=3, rollout_batch=2)
+  report = model_evaluation.write_report(rows, str(tmp_path), 3, 2, data)
+  (row,) = rows
+  assert row.open_loop_picture == "open_loop_0.png"
+  with open(report["json"], encoding="utf-8") as f:
+    (recorded,) = json.load(f)["models"]
+  assert recorded["open_loop_picture"] == "open_loop_0.png"
+  assert "open_loop_example" not in recorded
+  assert "`open_loop_0.png` (dSSM-DET)" in report["table"]
+  # Two windows, each three rows (truth, prediction, error) of k + T frames.
+  model = envmodels.load(export)
+  k = model.spec.context_length
+  test_dir = files.split_path(data, "test")
+  error = model_evaluation.open_loop_error(model, test_dir, T=T,
+                                           num_windows=4, batch_size=4)
+  assert error.example_frames.shape[:2] == (2, k + T)
+  assert error.example_prediction.shape[:2] == (2, T)
+  image = model_evaluation.example_image(error, k)
+  strip = model_evaluation.pictures.prediction_strip(
+      error.example_frames[0, k:], error.example_prediction[0],
+      context=error.example_frames[0, :k])
+  np.testing.assert_array_equal(image[:strip.shape[0]], strip)
+  assert image.shape == (2 * strip.shape[0] + 4,) + strip.shape[1:]
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  with Image.open(tmp_path / "open_loop_0.png") as png:
+    assert png.size == (image.shape[1], image.shape[0] +
+                        model_evaluation.pictures.CAPTION_HEIGHT)

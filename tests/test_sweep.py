@@ -433,6 +433,43 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
     assert by_name[f"depth_{tau}"][0].deps == ("pretrain/dssm_det/seed0",)
 
 
+def test_the_agent_data_grid_collects_with_a_playing_agent(tmp_path):
+  grid = sweeping.load_grid(
+      "configs/sweeps/i2a_minipacman.py:regular_agent_data")
+  plan = sweeping.make_plan(grid, str(tmp_path))
+  ids = [j.id for j in plan.jobs]
+  # The behaviour A2C first (one seed), its data, the models, the agents.
+  assert ids[:2] == ["train/behaviour/seed0", "collect/behaviour/seed0"]
+  collect = plan.job("collect/behaviour/seed0")
+  assert collect.deps == ("train/behaviour/seed0",)
+  assert collect.config["policy"] == (
+      "checkpoint:" + str(tmp_path / "train/behaviour/seed0"))
+  assert collect.config["policy_epsilon"] == 0.2
+  assert collect.config["train_steps"] == 50_000
+  behaviour = plan.job("train/behaviour/seed0").config
+  assert behaviour["agent"] == "a2c" and behaviour["env_steps"] == 1_000_000
+  for seed in (0, 1, 2):
+    model = plan.job(f"pretrain/dssm_det/seed{seed}")
+    assert model.deps == ("collect/behaviour/seed0",)
+    assert model.config["data"] == str(
+        tmp_path / "collect/behaviour/seed0/dataset")
+    agent = plan.job(f"train/distill_dssm_det/seed{seed}")
+    assert agent.deps == (f"pretrain/dssm_det/seed{seed}",)
+  # Everything else as the regular grid's distillation and models.
+  regular = sweeping.make_plan(
+      sweeping.load_grid("configs/sweeps/i2a_minipacman.py:regular"),
+      str(tmp_path))
+  for job_id in ("train/distill_dssm_det/seed1", "pretrain/dssm_det/seed1"):
+    ours, theirs = plan.job(job_id).config, regular.job(job_id).config
+    different = {k for k in set(ours) | set(theirs)
+                 if ours.get(k) != theirs.get(k)}
+    assert different <= {"data"}, different
+  assert all(c["protocol"]["env_id"] == "MiniPacman-regular-v0"
+             for c in (collect.config, behaviour))
+  assert sorted({j.name for j in plan.jobs if j.stage == "train"}) == [
+      "behaviour", "distill_dssm_det"]
+
+
 # -- Running -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -33,18 +33,25 @@ Estimated compute on 2 CPU cores: docs/experiments.md.
 Presets: minipacman (the experiment on MiniPacman-avoid), regular (the
 same grid on MiniPacman-regular: on avoid every agent, the emulator oracle
 included, settles on standing still within 1M env steps, so the agents
-cannot differ there; docs/results.md), tiny (the grid with the tiny
-presets on avoid, one seed, a few updates: the tests).
+cannot differ there; docs/results.md), regular_agent_data (on regular,
+distillation over dSSM-DETs pretrained on a playing agent's data instead
+of the random policy's: an A2C `behaviour` run of `behaviour_env_steps`
+(seed 0), whose newest checkpoint collects the data with
+`policy_epsilon` uniform random actions, as Table 1's grid collects its
+MsPacman data; the random policy's dSSM-DETs fail on the states a playing
+agent reaches, docs/results.md), tiny (the grid with the tiny presets on
+avoid, one seed, a few updates: the tests).
 """
 
 import ml_collections
 
 from configs import common
 
-PRESETS = ("minipacman", "regular", "tiny")
+PRESETS = ("minipacman", "regular", "regular_agent_data", "tiny")
 # The MiniPacman task of each preset (the agent and collect presets'
 # default is avoid).
-TASKS = {"minipacman": "avoid", "regular": "regular", "tiny": "avoid"}
+TASKS = {"minipacman": "avoid", "regular": "regular",
+         "regular_agent_data": "regular", "tiny": "avoid"}
 A2C = "configs/agents/a2c.py"
 I2A = "configs/agents/i2a.py"
 # Free nats per step (summed over the latent map) of the regular preset's
@@ -60,7 +67,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   task = TASKS[preset]
   # Runs of the other presets keep their names; `regular` runs the
   # `minipacman` presets of every stage on its task.
-  stage_preset = "minipacman" if preset == "regular" else preset
+  stage_preset = ("minipacman" if preset.startswith("regular") else
+                  preset)
   protocol = dict(env_id=f"MiniPacman-{task}-v0")
   grid = ml_collections.ConfigDict()
   grid.name = f"i2a_minipacman_{preset}"
@@ -79,13 +87,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       overrides["loss"] = loss
     return dict(name=kind + suffix,
                 config=f"configs/envmodels/{kind}.py:{stage_preset}",
-                data="collect/random", overrides=overrides)
-
-  grid.pretrain = tuple(model(kind) for kind in
-                        ("dssm_det", "sssm", "sssm_action_free"))
-  if preset == "regular":
-    grid.pretrain += tuple(model(kind, "_free_nats", free_nats=FREE_NATS)
-                           for kind in ("sssm", "sssm_action_free"))
+                data=f"collect/{grid.collect[0]['name']}",
+                overrides=overrides)
 
   def agent(name, config, envmodel="", **network):
     overrides = dict(env_steps=grid.get_ref("env_steps"), protocol=protocol)
@@ -95,6 +98,13 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
                 envmodel=envmodel,
                 overrides=overrides)
 
+  if preset == "regular_agent_data":
+    return _agent_data_grid(grid, protocol, model, agent)
+  grid.pretrain = tuple(model(kind) for kind in
+                        ("dssm_det", "sssm", "sssm_action_free"))
+  if preset == "regular":
+    grid.pretrain += tuple(model(kind, "_free_nats", free_nats=FREE_NATS)
+                           for kind in ("sssm", "sssm_action_free"))
   grid.train = (
       agent("a2c", A2C),
       agent("copy_model", I2A, "pretrain/dssm_det", model="copy"),
@@ -118,4 +128,25 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
               "pretrain/sssm_action_free_free_nats",
               rollout_policy="imagination_prior"))
   grid.evaluate = dict(episodes=2 if tiny else 100)
+  return grid
+
+
+def _agent_data_grid(grid: ml_collections.ConfigDict, protocol: dict,
+                     model, agent) -> ml_collections.ConfigDict:
+  """The `regular_agent_data` preset: the data from a playing agent."""
+  grid.name = "i2a_minipacman_regular_agent_data"
+  grid.behaviour_env_steps = 1_000_000
+  grid.policy_epsilon = 0.2
+  grid.collect = (dict(
+      name="behaviour", config="configs/collect.py:minipacman",
+      policy="train/behaviour",
+      overrides=dict(train_steps=50_000, test_steps=5_000, protocol=protocol,
+                     policy_epsilon=grid.get_ref("policy_epsilon"))),)
+  grid.pretrain = (model("dssm_det"),)
+  behaviour = agent("behaviour", A2C)
+  behaviour["seeds"] = (0,)
+  behaviour["overrides"]["env_steps"] = grid.get_ref("behaviour_env_steps")
+  grid.train = (behaviour,
+                agent("distill_dssm_det", I2A, "pretrain/dssm_det"))
+  grid.evaluate = dict(episodes=100)
   return grid

@@ -21,6 +21,9 @@ For each exported model (Buesing et al. 2018, Table 1):
     (an action-free model ignores them by construction): its imagined
     futures are the same whatever an agent would do, which an I2A reading
     them, or a planner, cannot use;
+  * a picture per model (`open_loop_<n>.png` beside the table): the first
+    held-out windows' context and true frames, the open-loop prediction and
+    its error, the rows the errors above average over;
   * the rollout computation time relative to AR (when AR is among the
     models), measured in the same run: each model rolls out the same number
     of primitive steps (a jumpy model takes horizon / c model steps) for the
@@ -45,7 +48,7 @@ import tensorflow as tf
 
 import envmodels
 from envmodels import precision
-from i2a import io_utils
+from i2a import io_utils, pictures
 from i2a.replay import datasets, files
 
 KIND_LABELS = {"vae": "VAE baseline", "ar": "AR", "rar": "RAR",
@@ -80,6 +83,11 @@ class ModelRow:
   # MOVING_THRESHOLD in some channel.
   action_effect_mse: Optional[List[float]] = None
   action_changed_pixels: Optional[List[float]] = None
+  # The open-loop picture's file name in the report's directory, and the
+  # picture itself until write_report writes it (not in the JSON).
+  open_loop_picture: Optional[str] = None
+  open_loop_example: Optional[np.ndarray] = dataclasses.field(
+      default=None, repr=False, compare=False)
 
 
 def model_label(spec: envmodels.EnvModelSpec) -> str:
@@ -146,6 +154,10 @@ class OpenLoopError:
   model_moving: List[Optional[float]]
   copy_last_frame_moving: List[Optional[float]]
   background_moving: List[Optional[float]]
+  # The first windows' frames [n, k + T, H, W, C] and open-loop
+  # predictions [n, T, H, W, C], in [0, 1] (`example_image`).
+  example_frames: Optional[np.ndarray] = None
+  example_prediction: Optional[np.ndarray] = None
 
   @property
   def beats_copy(self) -> bool:
@@ -154,7 +166,8 @@ class OpenLoopError:
 
 
 def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
-                    num_windows: int, batch_size: int) -> OpenLoopError:
+                    num_windows: int, batch_size: int,
+                    examples: int = 2) -> OpenLoopError:
   """Open-loop prediction error T model steps ahead against copying the
   last context frame, over a fixed set of test windows.
 
@@ -166,7 +179,8 @@ def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
   static background, it is the bar a model must clear before its
   predictions say anything about the dynamics. The moving pixels' errors
   are summed over all windows before dividing by their count (a window
-  without moving pixels at a step adds nothing to it).
+  without moving pixels at a step adds nothing to it). The first
+  `examples` windows' frames and predictions are kept for a picture.
   """
   spec = model.spec
   k = spec.context_length
@@ -180,11 +194,16 @@ def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
   background_moving_sq = np.zeros(T)
   moving_count = np.zeros(T)
   count = 0
+  kept_frames, kept_prediction = [], []
   for batch in datasets.evaluation_batches(sampler, batch_size, num_windows):
     frames = batch["observation"].numpy().astype(np.float32) / 255.0
     truth = frames[:, k:]  # [B, T, H, W, C]
     copy = frames[:, k - 1:k]  # [B, 1, H, W, C]
     predicted = diagnostics(batch)["open_loop"].numpy()  # [B, T, H, W, C]
+    wanted = examples - sum(len(f) for f in kept_frames)
+    if wanted > 0:
+      kept_frames.append(frames[:wanted])
+      kept_prediction.append(predicted[:wanted])
     model_err = np.mean((predicted - truth) ** 2, axis=-1)  # [B, T, H, W]
     copy_err = np.mean((copy - truth) ** 2, axis=-1)
     background = static_background(frames)  # [B, 1, H, W, C]
@@ -206,7 +225,27 @@ def open_loop_error(model: envmodels.EnvModel, test_dir: str, T: int,
                        copy_last_frame=list(copy_sq / count),
                        model_moving=per_moving_pixel(model_moving_sq),
                        copy_last_frame_moving=per_moving_pixel(copy_moving_sq),
-                       background_moving=per_moving_pixel(background_moving_sq))
+                       background_moving=per_moving_pixel(background_moving_sq),
+                       example_frames=(np.concatenate(kept_frames)
+                                       if kept_frames else None),
+                       example_prediction=(np.concatenate(kept_prediction)
+                                           if kept_prediction else None))
+
+
+def example_image(error: OpenLoopError, context_length: int
+                  ) -> Optional[np.ndarray]:
+  """uint8 [H', W', 3]: per kept window, its context and true frames, the
+  open-loop prediction (the context frames again before it) and the
+  error, one strip under another (pictures.prediction_strip)."""
+  if error.example_frames is None or not len(error.example_frames):
+    return None
+  strips = [pictures.prediction_strip(frames[context_length:], predicted,
+                                      context=frames[:context_length])
+            for frames, predicted in zip(error.example_frames,
+                                         error.example_prediction)]
+  gap = np.full((4,) + strips[0].shape[1:], 255, np.uint8)
+  return np.concatenate(
+      [part for strip in strips for part in (strip, gap)][:-1])
 
 
 @dataclasses.dataclass
@@ -348,7 +387,8 @@ def evaluate(exports: Sequence[str], data_dir: str, T: int = 10,
         copy_last_frame_moving_mse=error.copy_last_frame_moving,
         background_moving_mse=error.background_moving,
         action_effect_mse=effect.mse,
-        action_changed_pixels=effect.changed_pixels))
+        action_changed_pixels=effect.changed_pixels,
+        open_loop_example=example_image(error, spec.context_length)))
   vae = next((r for r in rows if r.kind == "vae"), None)
   ar = next((r for r in rows if r.kind == "ar" and r.jump == 1), None)
   for row in rows:
@@ -416,12 +456,26 @@ def markdown(rows: Sequence[ModelRow], horizon: int, rollout_batch: int) -> str:
                "steps), median of 10 timed round-robin across the models, in "
                "one run. Improvement over the VAE "
                "baseline is compared only between models of the same jump.")
+  drawn = [f"`{r.open_loop_picture}` ({r.label})" for r in rows
+           if r.open_loop_picture]
+  if drawn:
+    lines.append("")
+    lines.append("Open-loop pictures (the first held-out windows: context "
+                 "and true frames, the prediction, its error): " +
+                 ", ".join(drawn) + ".")
   return "\n".join(lines) + "\n"
 
 
 def write_report(rows: Sequence[ModelRow], output_dir: str, horizon: int,
                  rollout_batch: int, data_dir: str) -> Dict[str, str]:
   output_dir = io_utils.ensure_writable_dir(output_dir, "output directory")
+  for index, row in enumerate(rows):
+    if row.open_loop_example is not None:
+      row.open_loop_picture = f"open_loop_{index}.png"
+      pictures.save_png(os.path.join(output_dir, row.open_loop_picture),
+                        pictures.caption(row.open_loop_example,
+                                         f"{row.label}: truth, open-loop "
+                                         "prediction, error"))
   table = markdown(rows, horizon, rollout_batch)
   md_path = os.path.join(output_dir, "model_table.md")
   json_path = os.path.join(output_dir, "model_table.json")
@@ -430,5 +484,6 @@ def write_report(rows: Sequence[ModelRow], output_dir: str, horizon: int,
       data=os.path.abspath(data_dir), horizon=horizon,
       rollout_batch=rollout_batch, precision=precision.current(),
       threads=precision.threads_record(),
-      models=[dataclasses.asdict(r) for r in rows]))
+      models=[{key: value for key, value in dataclasses.asdict(r).items()
+               if key != "open_loop_example"} for r in rows]))
   return {"markdown": md_path, "json": json_path, "table": table}
