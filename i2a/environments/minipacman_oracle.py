@@ -10,7 +10,7 @@ for MiniPacman protocols (agents.builder.make_oracle passes
 `batch_emulator(protocol)`): it turns the snapshots into the arrays of
 `vector_minipacman._Games` once, and steps all rows of a query in one
 vectorised call, with the rules, wrappers and random draws of
-`make_env(protocol)`, bit for bit (tests/test_minipacman_oracle.py
+`make_env(protocol)`, bit for bit (tests/envmodels/test_oracle_batched.py
 compares it with the generic path step by step).
 
 Decisions:
