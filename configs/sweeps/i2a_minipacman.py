@@ -43,6 +43,8 @@ agent reaches, docs/results.md), tiny (the grid with the tiny presets on
 avoid, one seed, a few updates: the tests).
 """
 
+from typing import Callable
+
 import ml_collections
 
 from configs import common
@@ -132,7 +134,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
 
 
 def _agent_data_grid(grid: ml_collections.ConfigDict, protocol: dict,
-                     model, agent) -> ml_collections.ConfigDict:
+                     model: Callable[..., dict], agent: Callable[..., dict]
+                     ) -> ml_collections.ConfigDict:
   """The `regular_agent_data` preset: the data from a playing agent."""
   grid.name = "i2a_minipacman_regular_agent_data"
   grid.behaviour_env_steps = 1_000_000

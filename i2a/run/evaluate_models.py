@@ -21,9 +21,9 @@ For each exported model (Buesing et al. 2018, Table 1):
     (an action-free model ignores them by construction): its imagined
     futures are the same whatever an agent would do, which an I2A reading
     them, or a planner, cannot use;
-  * a picture per model (`open_loop_<n>.png` beside the table): the first
-    held-out windows' context and true frames, the open-loop prediction and
-    its error, the rows the errors above average over;
+  * a picture per model (`open_loop_<n>.png` beside the table): for the
+    first two of the held-out windows the errors above average over, the
+    context and true frames, the open-loop prediction and its error;
   * the rollout computation time relative to AR (when AR is among the
     models), measured in the same run: each model rolls out the same number
     of primitive steps (a jumpy model takes horizon / c model steps) for the
