@@ -122,17 +122,9 @@ class MiniPacmanBatchEmulator:
   """
 
   def __init__(self, protocol: Protocol):
-    if not protocol.is_minipacman:
-      raise ValueError(f"MiniPacmanBatchEmulator steps MiniPacman games; "
-                       f"{protocol.env_id} is not one. The oracle steps "
-                       "other environments one by one (batch_emulator=None).")
-    protocol.check_minipacman_dynamics()
-    task = protocol.env_id[len("MiniPacman-"):].rsplit("-v", 1)[0]
-    if task not in minipacman.TASKS:
-      raise ValueError(f"unknown MiniPacman task in {protocol.env_id!r}; "
-                       f"tasks are {list(minipacman.TASKS)}.")
-    self.task = task
-    self._rules = vector._Rules(task)  # pylint: disable=protected-access
+    # Other environments: the oracle steps them one by one (no emulator).
+    self.task = vector.protocol_task(protocol, "MiniPacmanBatchEmulator")
+    self._rules = vector._Rules(self.task)  # pylint: disable=protected-access
     self._layout = vector._make_layout(protocol)  # pylint: disable=protected-access
     self._max_steps = max(1, protocol.max_episode_frames)
     self._clip = protocol.clip_rewards

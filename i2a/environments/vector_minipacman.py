@@ -629,17 +629,7 @@ class VectorMiniPacman(gym.vector.VectorEnv):
 
   def __init__(self, protocol: Protocol, num_envs: int, jump: int = 1):
     super().__init__()
-    if not protocol.is_minipacman:
-      raise ValueError(f"VectorMiniPacman runs MiniPacman tasks "
-                       f"({', '.join(minipacman.TASKS)}); {protocol.env_id} "
-                       "is not one.")
-    protocol.check_minipacman_dynamics()
-    task = protocol.env_id[len("MiniPacman-"):].rsplit("-v", 1)[0]
-    if task not in minipacman.TASKS or protocol.env_id != (
-        f"MiniPacman-{task}-v0"):
-      raise ValueError(f"unknown environment id {protocol.env_id!r}; "
-                       "MiniPacman tasks are "
-                       f"{[f'MiniPacman-{t}-v0' for t in minipacman.TASKS]}.")
+    task = protocol_task(protocol, "VectorMiniPacman")
     if num_envs < 1:
       raise ValueError(f"num_envs must be >= 1, given {num_envs}.")
     if jump < 1:
@@ -1059,6 +1049,24 @@ class VectorMiniPacman(gym.vector.VectorEnv):
     self._rng(i).bit_generator.state = state.rng_state
     self._ready = not np.count_nonzero(self._games.needs_reset)
     self._sync_views()
+
+
+def protocol_task(protocol: Protocol, runner: str) -> str:
+  """The MiniPacman task of `protocol`, for `runner` (named in the errors):
+  ValueError unless it is a MiniPacman protocol with the game's own
+  dynamics and a known task."""
+  if not protocol.is_minipacman:
+    raise ValueError(f"{runner} runs MiniPacman tasks "
+                     f"({', '.join(minipacman.TASKS)}); {protocol.env_id} "
+                     "is not one.")
+  protocol.check_minipacman_dynamics()
+  task = protocol.env_id[len("MiniPacman-"):].rsplit("-v", 1)[0]
+  if task not in minipacman.TASKS or protocol.env_id != (
+      f"MiniPacman-{task}-v0"):
+    raise ValueError(f"unknown environment id {protocol.env_id!r}; "
+                     "MiniPacman tasks are "
+                     f"{[f'MiniPacman-{t}-v0' for t in minipacman.TASKS]}.")
+  return task
 
 
 def put_state(games: _Games, i: int, state: minipacman.MiniPacmanState
