@@ -204,6 +204,55 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
           in text)
 
 
+def _fake_training(sweep_dir, name, seed, eval_rows, env_steps=1000):
+  """A finished training run: metrics.csv to `env_steps`, and eval.csv
+  with `eval_rows` ((env_steps, return_mean, episodes), ...)."""
+  workdir = os.path.join(sweep_dir, "train", name, f"seed{seed}")
+  os.makedirs(workdir)
+  io_utils.atomic_write_json(os.path.join(workdir, sweeping.RECORD), dict(
+      id=f"train/{name}/seed{seed}", stage="train", name=name, seed=seed,
+      state="done", seconds=360.0, config_file="configs/agents/a2c.py:tiny",
+      config=dict(agent="a2c")))
+  with open(os.path.join(workdir, "metrics.csv"), "w") as f:
+    f.write("step,env_steps,episode_return\n")
+    f.write(f"1,{env_steps // 2},1.0\n2,{env_steps},3.0\n")
+  with open(os.path.join(workdir, "eval.csv"), "w") as f:
+    f.write("step,return_mean,episodes,env_steps\n")
+    for i, (at, value, episodes) in enumerate(eval_rows):
+      f.write(f"{i},{value},{episodes},{at}\n")
+
+
+def test_the_late_evaluation_return_averages_the_last_tenth_of_training(
+    tmp_path):
+  """The evaluations made during training in the last 10% of a run's env
+  steps, weighted by their episodes; a run without any there has none."""
+  sweep_dir = str(tmp_path)
+  # Seed 0: 850 is before the last 10% of 1,000 env steps; 900 and 1,000
+  # are in it, with 10 and 30 episodes.
+  _fake_training(sweep_dir, "a2c", 0,
+                 [(850, 100.0, 10), (900, 20.0, 10), (1000, 40.0, 30)])
+  _fake_training(sweep_dir, "a2c", 1, [(950, 50.0, 10)])
+  _fake_training(sweep_dir, "a2c", 2, [(500, 70.0, 10)])  # none late
+  results = reporting.collect_results(sweep_dir)
+  (a2c,) = results["agents"]
+  seeds = {s["seed"]: s for s in a2c["seeds"]}
+  assert seeds[0]["late_evaluation_return"] == pytest.approx(35.0)
+  assert (seeds[0]["late_evaluations"],
+          seeds[0]["late_evaluation_episodes"]) == (2, 40)
+  assert seeds[1]["late_evaluation_return"] == pytest.approx(50.0)
+  assert "late_evaluation_return" not in seeds[2]
+  late = a2c["late_evaluation_return"]
+  assert (late["n"], late["mean"]) == (2, pytest.approx(42.5))
+  assert late["half_width"] == pytest.approx(
+      reporting.t_interval([35.0, 50.0]).half_width)
+  assert a2c["final_training_return"]["mean"] == pytest.approx(3.0)
+  text = reporting.markdown(dict(results, pictures={}))
+  assert ("| evaluation return | evaluation return (last 10%) | training "
+          "return (last 10%) |") in text
+  assert (f"| a2c | - | 3/3 | - | {reporting.Interval(**late).format()} | "
+          in text)
+
+
 def test_runs_done_count_the_plans_runs_not_only_those_started(tmp_path):
   """A plan of three sSSM seeds, one started: 'runs done' says 1/3."""
   sweep_dir = str(tmp_path)

@@ -15,7 +15,9 @@ from i2a.run import sweep_report as reporting
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _agent(name, seeds, hours=0.5):
+def _agent(name, seeds, hours=0.5, late=True):
+  """`late`: the seeds have a late evaluation return (value - 2; reports
+  written before that column have none)."""
   entries = []
   for seed, value in seeds.items():
     if value is None:
@@ -25,6 +27,8 @@ def _agent(name, seeds, hours=0.5):
                           evaluation_episodes=100,
                           final_training_return=value - 1.0,
                           env_steps=1000.0))
+      if late:
+        entries[-1]["late_evaluation_return"] = value - 2.0
   return dict(name=name, config_file="configs/agents/i2a.py:minipacman",
               envmodel="pretrain/dssm_det", runs=len(entries),
               done=sum(v is not None for v in seeds.values()),
@@ -54,7 +58,7 @@ def _report(tmp_path, name, agents, models, grid="g"):
 def test_seeds_from_two_reports_make_one_interval(tmp_path):
   first = _report(tmp_path, "first",
                   [_agent("a2c", {0: 90.0, 1: 80.0}),
-                   _agent("ltq", {0: 93.0, 1: None}, hours=0.4)],
+                   _agent("ltq", {0: 93.0, 1: None}, hours=0.4, late=False)],
                   [_model("sssm", {0: -13.0})])
   second = _report(tmp_path, "second",
                    [_agent("ltq", {1: 70.0, 2: 85.0}, hours=0.6)],
@@ -70,6 +74,12 @@ def test_seeds_from_two_reports_make_one_interval(tmp_path):
       expected.half_width)
   assert ltq["final_training_return"]["mean"] == pytest.approx(
       expected.mean - 1.0)
+  # Only the seeds whose report has it count for the late evaluation.
+  late = reporting.t_interval([68.0, 83.0])
+  assert ltq["late_evaluation_return"]["n"] == 2
+  assert ltq["late_evaluation_return"]["mean"] == pytest.approx(late.mean)
+  assert ltq["late_evaluation_return"]["half_width"] == pytest.approx(
+      late.half_width)
   # The stopped seed 1 of the first report gave way to the second's result.
   assert [(e["seed"], e["report"]) for e in ltq["seeds"]] == [
       (0, first), (1, second), (2, second)]

@@ -27,7 +27,8 @@ from i2a import io_utils
 from i2a.run import sweep_report as reporting
 
 # Per stage: the per-seed values summarised over seeds.
-_AGENT_VALUES = ("evaluation_return", "final_training_return", "env_steps")
+_AGENT_VALUES = ("evaluation_return", "late_evaluation_return",
+                 "final_training_return", "env_steps")
 _MODEL_VALUES = ("held_out_nats_per_frame", "relative_rollout_time",
                  "improvement_over_vae", "posterior_kl_per_step",
                  "action_changed_pixels")

@@ -30,7 +30,9 @@ import numpy as np
 from i2a import io_utils
 from i2a.run import sweep as sweeping
 
-LAST_FRACTION = 0.1  # the final training return: the last 10% of env steps
+# The final training return and the late evaluation return: the last 10%
+# of a run's env steps.
+LAST_FRACTION = 0.1
 CURVE_POINTS = 200
 # The envmodel kinds with a posterior over a latent: their `kl` is the
 # posterior's to the prior (the dSSM-DET logs a zero one).
@@ -192,6 +194,32 @@ def _final_return(metrics: str) -> Optional[Tuple[float, Optional[float]]]:
   return float(steps[-1]), (float(np.mean(last)) if len(last) else None)
 
 
+def _late_evaluation(eval_csv: str, env_steps: float
+                     ) -> Optional[Tuple[float, int, int]]:
+  """(mean return, evaluations, episodes) of the evaluations made during
+  training (eval.csv, `config.eval_every`) in the last LAST_FRACTION of
+  the run's `env_steps`, each weighted by its episodes: one final
+  checkpoint's return swings from one checkpoint to the next, the mean
+  over the last few is steadier. None without such an evaluation."""
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  if not os.path.exists(eval_csv):
+    return None
+  steps = read_column(eval_csv, "env_steps")
+  returns = read_column(eval_csv, "return_mean")
+  if steps is None or returns is None:
+    return None
+  episodes = read_column(eval_csv, "episodes")
+  if episodes is None:
+    episodes = np.ones_like(returns)
+  late = ((steps >= (1.0 - LAST_FRACTION) * env_steps) & np.isfinite(returns)
+          & np.isfinite(episodes) & (episodes > 0))
+  if not late.any():
+    return None
+  weights = episodes[late]
+  return (float(np.sum(returns[late] * weights) / np.sum(weights)),
+          int(late.sum()), int(np.sum(weights)))
+
+
 def _latest_checkpoint(train_dir: str) -> Optional[str]:
   path = os.path.join(train_dir, "checkpoints", "checkpoint")
   try:
@@ -329,6 +357,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
                    if r["stage"] == "train" and r["name"] == name],
                   key=lambda wr: wr[1]["seed"])
     eval_returns, final_returns, env_steps, per_seed = [], [], [], []
+    late_returns = []
     hours = []
     for workdir, record in runs:
       entry: Dict[str, Any] = dict(seed=record["seed"],
@@ -341,6 +370,12 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
           env_steps.append(entry["env_steps"])
           if entry["final_training_return"] is not None:
             final_returns.append(entry["final_training_return"])
+          late = _late_evaluation(os.path.join(workdir, "eval.csv"),
+                                  entry["env_steps"])
+          if late is not None:
+            (entry["late_evaluation_return"], entry["late_evaluations"],
+             entry["late_evaluation_episodes"]) = late
+            late_returns.append(entry["late_evaluation_return"])
         evaluation = by_id.get(sweeping.run_id("evaluate", name,
                                                record["seed"]))
         scores_path = os.path.join(workdir, "eval", "scores.json")
@@ -363,6 +398,7 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
         done=sum(r.get("state") == "done" for _, r in runs),
         evaluation_return=summarise(eval_returns),
         final_training_return=summarise(final_returns),
+        late_evaluation_return=summarise(late_returns),
         env_steps=summarise(env_steps),
         hours_per_run=float(np.mean(hours)) if hours else None,
         seeds=per_seed))
@@ -567,15 +603,23 @@ def markdown(results: Dict[str, Any]) -> str:
         "Evaluation return: `python -m i2a.evaluate`'s mean return "
         "(eval/scores.json) of each run's final checkpoint. Training return: "
         f"the mean episode return over the last {LAST_FRACTION:.0%} of the "
-        "run's env steps (metrics.csv).", "",
+        "run's env steps (metrics.csv). Evaluation return, last 10%: the "
+        "mean return of the evaluations made during training "
+        "(`config.eval_every`, eval.csv; the policy and seeds of "
+        "`python -m i2a.evaluate`) in the last "
+        f"{LAST_FRACTION:.0%} of the run's env steps, over all their "
+        "episodes: steadier than one final checkpoint's.", "",
         "| configuration | envmodel | runs done | evaluation return | "
-        "training return (last 10%) | env steps | hours/run |",
-        "|---|---|---|---|---|---|---|"]
+        f"evaluation return (last {LAST_FRACTION:.0%}) | "
+        f"training return (last {LAST_FRACTION:.0%}) | env steps | "
+        "hours/run |",
+        "|---|---|---|---|---|---|---|---|"]
     for a in results["agents"]:
       steps = a["env_steps"]
       lines.append(
           f"| {a['name']} | {a['envmodel'] or '-'} | {a['done']}/{a['runs']} "
           f"| {_fmt(a['evaluation_return'])} | "
+          f"{_fmt(a.get('late_evaluation_return'))} | "
           f"{_fmt(a['final_training_return'])} | "
           f"{'-' if steps is None else format(steps['mean'], ',.0f')} | "
           f"{_hours(a['hours_per_run'])} |")
