@@ -251,6 +251,14 @@ def test_the_late_evaluation_return_averages_the_last_tenth_of_training(
           "return (last 10%) |") in text
   assert (f"| a2c | - | 3/3 | - | {reporting.Interval(**late).format()} | "
           in text)
+  # The evaluations during training are drawn beside the training return.
+  paths = reporting.write_report(sweep_dir)
+  assert os.path.getsize(paths["agents_evaluation"]) > 1000
+  report = io_utils.read_json(paths["json"])
+  assert report["pictures"]["agents_evaluation"] == \
+      "agents_evaluation_curves.png"
+  assert "![evaluation during training](agents_evaluation_curves.png)" in \
+      open(paths["markdown"]).read()
 
 
 def test_runs_done_count_the_plans_runs_not_only_those_started(tmp_path):

@@ -7,6 +7,7 @@ and JSON) and the learning curves with intervals over seeds.
                                       Student t interval (t_interval)
       -> write_report(sweep_dir)      SWEEP_DIR/report/report.md,
                                       report.json, agents_learning_curves.png,
+                                      agents_evaluation_curves.png,
                                       models_held_out.png (band_plot)
 
 `python -m i2a.sweep` writes it at the end of every invocation (a stopped
@@ -498,6 +499,7 @@ def write_report(sweep_dir: str) -> Dict[str, str]:
   records = _records(sweep_dir)
   pictures: Dict[str, str] = {}
   agent_curves: Dict[str, list] = {}
+  evaluation_curves: Dict[str, list] = {}
   model_curves: Dict[str, list] = {}
   for workdir, record in records:
     if record["stage"] == "train":
@@ -505,6 +507,10 @@ def write_report(sweep_dir: str) -> Dict[str, str]:
                          "episode_return")
       if curve is not None:
         agent_curves.setdefault(record["name"], []).append(curve)
+      curve = _csv_curve(os.path.join(workdir, "eval.csv"), "env_steps",
+                         "return_mean")
+      if curve is not None:
+        evaluation_curves.setdefault(record["name"], []).append(curve)
     elif record["stage"] == "pretrain":
       curve = _csv_curve(os.path.join(workdir, "eval.csv"), "step",
                          "log_likelihood_per_frame")
@@ -519,6 +525,14 @@ def write_report(sweep_dir: str) -> Dict[str, str]:
       f"{results['name']}: mean over seeds, shaded 95% t interval")
   if path:
     pictures["agents"] = path
+  path = band_plot(
+      os.path.join(out, "agents_evaluation_curves.png"),
+      {k: evaluation_curves[k] for k in order_agents
+       if k in evaluation_curves},
+      "environment steps", "evaluation return (during training)",
+      f"{results['name']}: mean over seeds, shaded 95% t interval")
+  if path:
+    pictures["agents_evaluation"] = path
   path = band_plot(
       os.path.join(out, "models_held_out.png"),
       {k: model_curves[k] for k in order_models if k in model_curves},
@@ -625,6 +639,9 @@ def markdown(results: Dict[str, Any]) -> str:
           f"{_hours(a['hours_per_run'])} |")
     if "agents" in results["pictures"]:
       lines += ["", f"![learning curves]({results['pictures']['agents']})"]
+    if "agents_evaluation" in results["pictures"]:
+      lines += ["", "![evaluation during training]"
+                f"({results['pictures']['agents_evaluation']})"]
     lines.append("")
   if results["failures"]:
     lines += ["## Failed runs", "", "| run | attempts | error | log |",
