@@ -152,6 +152,28 @@ def test_t_interval_on_known_numbers():
   assert interval.format(".1f") == "11.0 ± 12.7 [-1.7, 23.7] (n=2)"
 
 
+def test_welch_interval_on_known_numbers():
+  # Equal sizes and variances: df = 2n - 2 = 4, half-width
+  # t_{0.975, 4} * sqrt(1/3 + 1/3) = 2.776445 * 0.816497.
+  difference = reporting.welch_interval([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+  assert difference.mean == pytest.approx(-3.0)
+  assert difference.df == pytest.approx(4.0)
+  assert difference.half_width == pytest.approx(2.776445 * 0.816497, rel=1e-5)
+  assert difference.separated
+  assert difference.format() == "-3.00 ± 2.27 [-5.27, -0.73] (n=3, 3; df=4.0)"
+  # Unequal variances: Welch-Satterthwaite df between min(n) - 1 and
+  # n_a + n_b - 2 (here 3.23), and an interval that holds 0.
+  difference = reporting.welch_interval([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0])
+  assert difference.df == pytest.approx(3.0625 / (0.0578704 + 0.8888889),
+                                        rel=1e-5)
+  assert not difference.separated
+  one = reporting.welch_interval([1.0], [2.0, 3.0])
+  assert (one.mean, one.half_width, one.separated) == (-1.5, None, False)
+  assert one.format() == "-1.50 (n=1, 2: no interval)"
+  with pytest.raises(ValueError, match="at least one value in each group"):
+    reporting.welch_interval([], [1.0])
+
+
 def test_one_seed_has_no_interval():
   interval = reporting.t_interval([-3.5])
   assert (interval.n, interval.mean) == (1, -3.5)
@@ -259,6 +281,36 @@ def test_the_late_evaluation_return_averages_the_last_tenth_of_training(
       "agents_evaluation_curves.png"
   assert "![evaluation during training](agents_evaluation_curves.png)" in \
       open(paths["markdown"]).read()
+
+
+def test_the_report_compares_every_configuration_with_the_first(tmp_path):
+  """Each configuration against the first (the model-free baseline of the
+  grids): the difference of the means with its Welch interval, for the
+  values both have with two or more seeds."""
+  sweep_dir = str(tmp_path)
+  for seed, (a2c, oracle) in enumerate([(10.0, 40.0), (20.0, 50.0),
+                                        (30.0, 60.0)]):
+    _fake_training(sweep_dir, "a2c", seed, [(1000, a2c, 10)])
+    _fake_training(sweep_dir, "oracle", seed, [(1000, oracle, 10)])
+  _fake_training(sweep_dir, "single", 0, [(1000, 99.0, 10)])  # one seed
+  results = reporting.collect_results(sweep_dir)
+  comparisons = results["comparisons"]
+  late = [c for c in comparisons if c["value"] == "late_evaluation_return"]
+  assert [(c["name"], c["reference"]) for c in late] == [("oracle", "a2c")]
+  expected = reporting.welch_interval([40.0, 50.0, 60.0], [10.0, 20.0, 30.0])
+  assert late[0]["mean"] == pytest.approx(30.0)
+  assert late[0]["half_width"] == pytest.approx(expected.half_width)
+  assert late[0]["separated"]
+  # The training returns are equal: a difference of 0 with no spread.
+  (training,) = [c for c in comparisons
+                 if c["value"] == "final_training_return"]
+  assert (training["mean"], training["half_width"]) == (0.0, 0.0)
+  assert not training["separated"]
+  text = reporting.markdown(dict(results, pictures={}))
+  assert "Against a2c: each configuration's mean minus a2c's" in text
+  assert (f"| oracle | evaluation return (last 10%) | "
+          f"{expected.format()} | yes |") in text
+  assert "| single |" not in text.split("Against a2c")[1]
 
 
 def test_runs_done_count_the_plans_runs_not_only_those_started(tmp_path):

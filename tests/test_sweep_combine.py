@@ -74,6 +74,12 @@ def test_seeds_from_two_reports_make_one_interval(tmp_path):
       expected.half_width)
   assert ltq["final_training_return"]["mean"] == pytest.approx(
       expected.mean - 1.0)
+  # Compared with the first configuration over the merged seeds.
+  (compared,) = [c for c in results["comparisons"]
+                 if (c["name"], c["value"]) == ("ltq", "evaluation_return")]
+  assert compared["reference"] == "a2c"
+  assert compared["half_width"] == pytest.approx(reporting.welch_interval(
+      [93.0, 70.0, 85.0], [90.0, 80.0]).half_width)
   # Only the seeds whose report has it count for the late evaluation.
   late = reporting.t_interval([68.0, 83.0])
   assert ltq["late_evaluation_return"]["n"] == 2

@@ -148,6 +148,7 @@ def combine(report_paths: Sequence[str], duplicates: str = "refuse"
       invocation_seconds=sum(r.get("invocation_seconds", 0.0)
                              for _, r in reports),
       confidence=0.95, agents=agents, models=models, pictures={},
+      comparisons=reporting.agent_comparisons(agents),
       duplicates=dropped)
 
 

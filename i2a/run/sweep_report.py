@@ -145,6 +145,87 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
   half = student_t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
   return Interval(mean, n, std, half, mean - half, mean + half, confidence)
 
+@dataclasses.dataclass
+class Difference:
+  """mean(a) - mean(b) of two groups of seeds and its Welch t confidence
+  interval (unequal variances, Welch-Satterthwaite degrees of freedom);
+  None bounds when a group has one seed."""
+  mean: float
+  n_a: int
+  n_b: int
+  df: Optional[float] = None
+  half_width: Optional[float] = None
+  low: Optional[float] = None
+  high: Optional[float] = None
+  confidence: float = 0.95
+
+  @property
+  def separated(self) -> bool:
+    """Whether the interval excludes 0 (the two means differ at this
+    confidence)."""
+    return self.low is not None and (self.low > 0 or self.high < 0)
+
+  def format(self, spec: str = ".2f") -> str:
+    if self.half_width is None:
+      return f"{self.mean:+{spec}} (n={self.n_a}, {self.n_b}: no interval)"
+    return (f"{self.mean:+{spec}} ± {self.half_width:{spec}} "
+            f"[{self.low:{spec}}, {self.high:{spec}}] (n={self.n_a}, "
+            f"{self.n_b}; df={self.df:.1f})")
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float],
+                   confidence: float = 0.95) -> Difference:
+  """mean(a) - mean(b) ± t_{(1 + confidence) / 2, df} * sqrt(s_a^2 / n_a +
+  s_b^2 / n_b), df by Welch-Satterthwaite: whether two configurations'
+  means differ, which two overlapping t intervals do not decide."""
+  a, b = [float(v) for v in a], [float(v) for v in b]
+  if not a or not b:
+    raise ValueError("welch_interval needs at least one value in each "
+                     f"group, given {len(a)} and {len(b)}.")
+  one, two = t_interval(a, confidence), t_interval(b, confidence)
+  mean = one.mean - two.mean
+  if one.std is None or two.std is None:
+    return Difference(mean, one.n, two.n, confidence=confidence)
+  va, vb = one.std ** 2 / one.n, two.std ** 2 / two.n
+  if va + vb == 0.0:
+    return Difference(mean, one.n, two.n, float(one.n + two.n - 2), 0.0,
+                      mean, mean, confidence)
+  df = (va + vb) ** 2 / (va ** 2 / (one.n - 1) + vb ** 2 / (two.n - 1))
+  half = student_t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(va + vb)
+  return Difference(mean, one.n, two.n, df, half, mean - half, mean + half,
+                    confidence)
+
+
+# The agents' per-seed values compared across configurations.
+COMPARED = (("evaluation_return", "evaluation return"),
+            ("late_evaluation_return", "evaluation return (last 10%)"),
+            ("final_training_return", "training return (last 10%)"))
+
+
+def agent_comparisons(agents: Sequence[Dict[str, Any]]
+                      ) -> List[Dict[str, Any]]:
+  """Every configuration against the first (the grids list the model-free
+  baseline first): per value of COMPARED that both have for two or more
+  seeds, the difference of the means and its 95% Welch interval."""
+  if len(agents) < 2:
+    return []
+
+  def values(agent: Dict[str, Any], key: str) -> List[float]:
+    return [e[key] for e in agent.get("seeds", [])
+            if e.get("state") == "done" and e.get(key) is not None]
+
+  reference, out = agents[0], []
+  for agent in agents[1:]:
+    for key, _ in COMPARED:
+      mine, theirs = values(agent, key), values(reference, key)
+      if len(mine) < 2 or len(theirs) < 2:
+        continue
+      difference = welch_interval(mine, theirs)
+      out.append(dict(name=agent["name"], reference=reference["name"],
+                      value=key, separated=difference.separated,
+                      **dataclasses.asdict(difference)))
+  return out
+
 # -- The report ----------------------------------------------------------------
 
 def _records(sweep_dir: str) -> List[Tuple[str, Dict[str, Any]]]:
@@ -477,7 +558,8 @@ def collect_results(sweep_dir: str) -> Dict[str, Any]:
       states=states, failures=failures, compute_seconds=seconds,
       invocations=len(invocations),
       invocation_seconds=sum(i.get("seconds", 0.0) for i in invocations),
-      confidence=0.95, agents=agents, models=models)
+      confidence=0.95, agents=agents, models=models,
+      comparisons=agent_comparisons(agents))
 
 
 def _envmodel_name(record: Dict[str, Any]) -> str:
@@ -637,6 +719,7 @@ def markdown(results: Dict[str, Any]) -> str:
           f"{_fmt(a['final_training_return'])} | "
           f"{'-' if steps is None else format(steps['mean'], ',.0f')} | "
           f"{_hours(a['hours_per_run'])} |")
+    lines += _comparisons_markdown(results.get("comparisons") or [])
     if "agents" in results["pictures"]:
       lines += ["", f"![learning curves]({results['pictures']['agents']})"]
     if "agents_evaluation" in results["pictures"]:
@@ -652,6 +735,30 @@ def markdown(results: Dict[str, Any]) -> str:
                    f"{f['log']} |")
     lines.append("")
   return "\n".join(lines)
+
+
+def _comparisons_markdown(comparisons: Sequence[Dict[str, Any]]
+                          ) -> List[str]:
+  """The agents' table's comparisons (agent_comparisons) as rows."""
+  if not comparisons:
+    return []
+  labels = dict(COMPARED)
+  reference = comparisons[0]["reference"]
+  lines = [
+      "", f"Against {reference}: each configuration's mean minus "
+      f"{reference}'s, ± the half-width of the 95% Welch t interval "
+      "[low, high] (unequal variances; the seeds with a value on each "
+      "side); separated: the interval excludes 0.", "",
+      "| configuration | value | difference | separated |",
+      "|---|---|---|---|"]
+  for c in comparisons:
+    difference = Difference(**{k: c[k] for k in (
+        "mean", "n_a", "n_b", "df", "half_width", "low", "high",
+        "confidence")})
+    lines.append(f"| {c['name']} | {labels.get(c['value'], c['value'])} | "
+                 f"{difference.format()} | "
+                 f"{'yes' if c['separated'] else 'no'} |")
+  return lines
 
 
 def _hours(value: Optional[float]) -> str:
