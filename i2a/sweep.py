@@ -8,6 +8,7 @@ run to completion across sessions, and a report of their results.
       [--grid.env_steps=2000000]
   python -m i2a.sweep --combine=A/report/report.json,B/report/report.json \
       --workdir=OUT_DIR [--duplicates=refuse|first|last]
+  python -m i2a.sweep --workdir=SWEEP_DIR --compare=emulator_oracle,copy_model
 
 Every run gets its own workdir SWEEP_DIR/STAGE/NAME/seedN (the binary's
 workdir: config.json, checkpoints, metrics.csv, ...) and a record
@@ -27,6 +28,9 @@ once. Rerun the same command to continue.
              sweep directories of one grid (seeds run in different
              places), written to --workdir/report.md and report.json
              (i2a/run/sweep_combine.py); runs nothing.
+  --compare  A,B: configuration A's returns minus B's over the seeds,
+             with the 95% Welch interval of the difference (the report
+             compares every configuration with the first); runs nothing.
   --archive  a directory that keeps every finished run's results (not
              its checkpoints or datasets), a stopped training run with
              its newest checkpoint, and the report, e.g. in a
@@ -102,6 +106,11 @@ _FIT_RUNS = flags.DEFINE_bool(
     "fit_runs", False, "With --stop_after: start only runs expected to "
     "finish before the limit (their kind's measured rate); stop when none "
     "fits. For machines that do not outlive the limit.")
+_COMPARE = flags.DEFINE_list(
+    "compare", [], "A,B: print configuration A's returns minus B's (the "
+    "difference of the means over seeds with its 95% Welch interval), "
+    "from --workdir's runs, or from --workdir/report.json where it holds "
+    "no runs (a combined report); runs nothing.")
 _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")
@@ -113,7 +122,8 @@ def main(argv):
   # Each run is its own process (python -m i2a.run.sweep), which sets up its
   # devices; this one runs no TensorFlow.
   cli.start(_GRID, [_WORKDIR, _ONLY, _LIST, _REPORT, _STOP_AFTER, _ARCHIVE,
-                    _ARCHIVE_EVERY, _COMBINE, _DUPLICATES, _JOBS, _FIT_RUNS],
+                    _ARCHIVE_EVERY, _COMBINE, _DUPLICATES, _JOBS, _FIT_RUNS,
+                    _COMPARE],
             devices=False)
   try:
     return _main()
@@ -133,6 +143,13 @@ def _main() -> int:
                             _DUPLICATES.value)
     for key, path in paths.items():
       print(f"{key}: {path}")
+    return sweeping.EXIT_DONE
+  if _COMPARE.value:
+    if grid is not None or _LIST.value or _REPORT.value or _COMBINE.value:
+      raise ValueError("--compare=A,B prints a comparison and runs "
+                       "nothing: give it with --workdir alone (no --grid, "
+                       "--list, --report or --combine).")
+    print(reporting.compare(_WORKDIR.value, _COMPARE.value), flush=True)
     return sweeping.EXIT_DONE
   if _REPORT.value and not _LIST.value:
     paths = reporting.write_report(_WORKDIR.value)

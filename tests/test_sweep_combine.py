@@ -174,3 +174,39 @@ def test_the_command_writes_the_combined_report(tmp_path):
   assert refused.returncode == 2
   assert "--combine writes one table from finished reports and runs " \
       "nothing" in refused.stderr
+
+
+def test_compare_prints_a_difference_from_a_combined_report(tmp_path):
+  """`--compare=A,B` on a directory with a combined report.json (no runs):
+  A's returns minus B's over the merged seeds; unknown names refused."""
+  first = _report(tmp_path, "first",
+                  [_agent("a2c", {0: 90.0, 1: 80.0}),
+                   _agent("oracle", {0: 150.0, 1: 170.0})], [])
+  second = _report(tmp_path, "second",
+                   [_agent("a2c", {2: 85.0}), _agent("oracle", {2: 160.0})],
+                   [])
+  out = str(tmp_path / "combined")
+  combining.write([first, second], out)
+  expected = reporting.welch_interval([150.0, 170.0, 160.0],
+                                      [90.0, 80.0, 85.0])
+  text = reporting.compare(out, ["oracle", "a2c"])
+  assert text.startswith("Against a2c: each configuration's mean minus")
+  assert f"| oracle | evaluation return | {expected.format()} | yes |" in text
+  done = subprocess.run(
+      [sys.executable, "-m", "i2a.sweep", "--compare=oracle,a2c",
+       f"--workdir={out}"], cwd=REPO, capture_output=True, text=True,
+      timeout=120, check=False)
+  assert done.returncode == 0, done.stderr
+  assert expected.format() in done.stdout
+  with pytest.raises(ValueError, match="has no agent configuration 'ltq'; "
+                     "it has a2c, oracle"):
+    reporting.compare(out, ["ltq", "a2c"])
+  with pytest.raises(ValueError, match="takes two configurations"):
+    reporting.compare(out, ["oracle"])
+  refused = subprocess.run(
+      [sys.executable, "-m", "i2a.sweep", "--compare=oracle,a2c", "--report",
+       f"--workdir={out}"], cwd=REPO, capture_output=True, text=True,
+      timeout=120, check=False)
+  assert refused.returncode == 2
+  assert "--compare=A,B prints a comparison and runs nothing" in \
+      refused.stderr

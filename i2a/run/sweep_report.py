@@ -737,6 +737,33 @@ def markdown(results: Dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
+def compare(where: str, names: Sequence[str]) -> str:
+  """`python -m i2a.sweep --compare=A,B`: A's returns minus B's (the
+  values of COMPARED with two or more seeds on each side), as a markdown
+  table, from the runs of the sweep directory `where`, or from
+  `where`/report.json where it holds no runs (a combined report)."""
+  if len(names) != 2:
+    raise ValueError(f"--compare takes two configurations, A,B; given "
+                     f"{len(names)}: {','.join(names)}.")
+  if not os.path.isdir(where):
+    raise ValueError(f"--compare: {where} is no sweep or report directory "
+                     "(it does not exist).")
+  results = collect_results(where)
+  path = os.path.join(where, "report.json")
+  if not results["agents"] and os.path.isfile(path):
+    results = io_utils.read_json(path)
+  agents = {a["name"]: a for a in results.get("agents", [])}
+  for name in names:
+    if name not in agents:
+      raise ValueError(f"--compare: {where} has no agent configuration "
+                       f"{name!r}; it has {', '.join(agents) or 'none'}.")
+  rows = agent_comparisons([agents[names[1]], agents[names[0]]])
+  if not rows:
+    return (f"{names[0]} against {names[1]}: no value with two or more "
+            "seeds on each side.")
+  return "\n".join(_comparisons_markdown(rows)).strip("\n")
+
+
 def _comparisons_markdown(comparisons: Sequence[Dict[str, Any]]
                           ) -> List[str]:
   """The agents' table's comparisons (agent_comparisons) as rows."""
