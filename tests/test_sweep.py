@@ -15,6 +15,7 @@ import pytest
 
 from i2a import io_utils
 from i2a.metrics import read_column
+from i2a.run import statistics
 from i2a.run import sweep as sweeping
 from i2a.run import sweep_report as reporting
 
@@ -123,22 +124,22 @@ def _record(sweep_dir, run):
 def test_student_t_quantiles_match_closed_forms_and_tables():
   p = 0.975
   # df = 1 (Cauchy) and df = 2 have closed forms.
-  assert reporting.student_t_quantile(p, 1) == pytest.approx(
+  assert statistics.student_t_quantile(p, 1) == pytest.approx(
       math.tan(math.pi * (p - 0.5)), rel=1e-12)
-  assert reporting.student_t_quantile(p, 2) == pytest.approx(
+  assert statistics.student_t_quantile(p, 2) == pytest.approx(
       (2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-12)
   for df, table in ((3, 3.182446305284263), (4, 2.7764451051977987),
                     (9, 2.2621571627409915), (30, 2.0422724563012373)):
-    assert reporting.student_t_quantile(p, df) == pytest.approx(table,
+    assert statistics.student_t_quantile(p, df) == pytest.approx(table,
                                                                rel=1e-10)
-  assert reporting.student_t_quantile(0.025, 3) == pytest.approx(
+  assert statistics.student_t_quantile(0.025, 3) == pytest.approx(
       -3.182446305284263, rel=1e-10)
-  assert reporting.student_t_cdf(0.0, 5) == 0.5
+  assert statistics.student_t_cdf(0.0, 5) == 0.5
 
 
 def test_t_interval_on_known_numbers():
   # Seeds 1, 2, 3, 4: mean 2.5, s = sqrt(5/3), t_{0.975, 3} = 3.1824463...
-  interval = reporting.t_interval([1.0, 2.0, 3.0, 4.0])
+  interval = statistics.t_interval([1.0, 2.0, 3.0, 4.0])
   half = 3.182446305284263 * math.sqrt(5.0 / 3.0) / math.sqrt(4.0)
   assert interval.n == 4 and interval.mean == 2.5
   assert interval.std == pytest.approx(math.sqrt(5.0 / 3.0), rel=1e-12)
@@ -146,7 +147,7 @@ def test_t_interval_on_known_numbers():
   assert interval.low == pytest.approx(2.5 - half, rel=1e-10)
   assert interval.high == pytest.approx(2.5 + half, rel=1e-10)
   # Two seeds 10 and 12: s = sqrt(2), half = t_{0.975, 1} * sqrt(2)/sqrt(2).
-  interval = reporting.t_interval([10.0, 12.0])
+  interval = statistics.t_interval([10.0, 12.0])
   assert interval.half_width == pytest.approx(12.706204736174705, rel=1e-10)
   assert interval.low == pytest.approx(11.0 - 12.706204736174705, rel=1e-10)
   assert interval.format(".1f") == "11.0 ± 12.7 [-1.7, 23.7] (n=2)"
@@ -155,7 +156,7 @@ def test_t_interval_on_known_numbers():
 def test_welch_interval_on_known_numbers():
   # Equal sizes and variances: df = 2n - 2 = 4, half-width
   # t_{0.975, 4} * sqrt(1/3 + 1/3) = 2.776445 * 0.816497.
-  difference = reporting.welch_interval([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+  difference = statistics.welch_interval([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
   assert difference.mean == pytest.approx(-3.0)
   assert difference.df == pytest.approx(4.0)
   assert difference.half_width == pytest.approx(2.776445 * 0.816497, rel=1e-5)
@@ -163,19 +164,19 @@ def test_welch_interval_on_known_numbers():
   assert difference.format() == "-3.00 ± 2.27 [-5.27, -0.73] (n=3, 3; df=4.0)"
   # Unequal variances: Welch-Satterthwaite df between min(n) - 1 and
   # n_a + n_b - 2 (here 3.23), and an interval that holds 0.
-  difference = reporting.welch_interval([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0])
+  difference = statistics.welch_interval([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0])
   assert difference.df == pytest.approx(3.0625 / (0.0578704 + 0.8888889),
                                         rel=1e-5)
   assert not difference.separated
-  one = reporting.welch_interval([1.0], [2.0, 3.0])
+  one = statistics.welch_interval([1.0], [2.0, 3.0])
   assert (one.mean, one.half_width, one.separated) == (-1.5, None, False)
   assert one.format() == "-1.50 (n=1, 2: no interval)"
   with pytest.raises(ValueError, match="at least one value in each group"):
-    reporting.welch_interval([], [1.0])
+    statistics.welch_interval([], [1.0])
 
 
 def test_one_seed_has_no_interval():
-  interval = reporting.t_interval([-3.5])
+  interval = statistics.t_interval([-3.5])
   assert (interval.n, interval.mean) == (1, -3.5)
   assert interval.half_width is None and interval.low is None
   assert interval.format() == "-3.50 (n=1, no interval)"
@@ -212,7 +213,7 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   kl = models["sssm"]["posterior_kl_per_step"]
   assert (kl["n"], kl["mean"]) == (2, pytest.approx(1.25005))
   assert kl["half_width"] == pytest.approx(
-      reporting.t_interval([2.5, 0.0001]).half_width)
+      statistics.t_interval([2.5, 0.0001]).half_width)
   assert [s["posterior_kl_per_step"] for s in models["sssm"]["seeds"]] == \
       [2.5, 0.0001]
   assert models["ar"]["posterior_kl_per_step"] is None
@@ -222,7 +223,7 @@ def test_the_report_states_the_latent_models_posterior_kl(tmp_path):
   assert ("| KL (nats/step) | action effect (pixels) | open-loop MSE | "
           "copy-last-frame MSE | hours/run |") in text
   assert "| -99.0 (n=1, no interval) | - | - | - | - | - | - | 0.50 |" in text
-  assert (f"| {reporting.Interval(**kl).format('.3g')} | - | - | - | 0.50 |"
+  assert (f"| {statistics.Interval(**kl).format('.3g')} | - | - | - | 0.50 |"
           in text)
 
 
@@ -266,12 +267,12 @@ def test_the_late_evaluation_return_averages_the_last_tenth_of_training(
   late = a2c["late_evaluation_return"]
   assert (late["n"], late["mean"]) == (2, pytest.approx(42.5))
   assert late["half_width"] == pytest.approx(
-      reporting.t_interval([35.0, 50.0]).half_width)
+      statistics.t_interval([35.0, 50.0]).half_width)
   assert a2c["final_training_return"]["mean"] == pytest.approx(3.0)
   text = reporting.markdown(dict(results, pictures={}))
   assert ("| evaluation return | evaluation return (last 10%) | training "
           "return (last 10%) |") in text
-  assert (f"| a2c | - | 3/3 | - | {reporting.Interval(**late).format()} | "
+  assert (f"| a2c | - | 3/3 | - | {statistics.Interval(**late).format()} | "
           in text)
   # The evaluations during training are drawn beside the training return.
   paths = reporting.write_report(sweep_dir)
@@ -297,7 +298,7 @@ def test_the_report_compares_every_configuration_with_the_first(tmp_path):
   comparisons = results["comparisons"]
   late = [c for c in comparisons if c["value"] == "late_evaluation_return"]
   assert [(c["name"], c["reference"]) for c in late] == [("oracle", "a2c")]
-  expected = reporting.welch_interval([40.0, 50.0, 60.0], [10.0, 20.0, 30.0])
+  expected = statistics.welch_interval([40.0, 50.0, 60.0], [10.0, 20.0, 30.0])
   assert late[0]["mean"] == pytest.approx(30.0)
   assert late[0]["half_width"] == pytest.approx(expected.half_width)
   assert late[0]["separated"]
@@ -641,7 +642,7 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
   scores = [io_utils.read_json(os.path.join(
       sweep_dir, "train", "a2c", f"seed{s}", "eval", "scores.json"))["mean"]
             for s in (0, 1)]
-  expected = reporting.t_interval(scores)
+  expected = statistics.t_interval(scores)
   evaluation = agents["a2c"]["evaluation_return"]
   assert evaluation["n"] == 2
   assert evaluation["mean"] == pytest.approx(expected.mean)
@@ -683,7 +684,7 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
     assert models[name]["seeds"][0]["open_loop_mse"] == pytest.approx(
         row["open_loop_mse"][-1])
   assert models["dssm_det"]["relative_rollout_time"]["mean"] > 0
-  open_loop = reporting.Interval(**models["dssm_det"]["open_loop_mse"])
+  open_loop = statistics.Interval(**models["dssm_det"]["open_loop_mse"])
   assert f"| {open_loop.format('.5f')} |" in swept["markdown"]
   assert report["failures"][0]["id"] == "train/broken/seed0"
   for text in ("| a2c | - | 2/2 |", "(n=2)", "| i2a | pretrain/dssm_det |",

@@ -10,6 +10,7 @@ import pytest
 
 from i2a import io_utils
 from i2a.run import sweep_combine as combining
+from i2a.run import statistics
 from i2a.run import sweep_report as reporting
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +68,7 @@ def test_seeds_from_two_reports_make_one_interval(tmp_path):
   agents = {a["name"]: a for a in results["agents"]}
   assert [a["name"] for a in results["agents"]] == ["a2c", "ltq"]
   ltq = agents["ltq"]
-  expected = reporting.t_interval([93.0, 70.0, 85.0])
+  expected = statistics.t_interval([93.0, 70.0, 85.0])
   assert ltq["evaluation_return"]["n"] == 3
   assert ltq["evaluation_return"]["mean"] == pytest.approx(expected.mean)
   assert ltq["evaluation_return"]["half_width"] == pytest.approx(
@@ -78,10 +79,10 @@ def test_seeds_from_two_reports_make_one_interval(tmp_path):
   (compared,) = [c for c in results["comparisons"]
                  if (c["name"], c["value"]) == ("ltq", "evaluation_return")]
   assert compared["reference"] == "a2c"
-  assert compared["half_width"] == pytest.approx(reporting.welch_interval(
+  assert compared["half_width"] == pytest.approx(statistics.welch_interval(
       [93.0, 70.0, 85.0], [90.0, 80.0]).half_width)
   # Only the seeds whose report has it count for the late evaluation.
-  late = reporting.t_interval([68.0, 83.0])
+  late = statistics.t_interval([68.0, 83.0])
   assert ltq["late_evaluation_return"]["n"] == 2
   assert ltq["late_evaluation_return"]["mean"] == pytest.approx(late.mean)
   assert ltq["late_evaluation_return"]["half_width"] == pytest.approx(
@@ -187,7 +188,7 @@ def test_compare_prints_a_difference_from_a_combined_report(tmp_path):
                    [])
   out = str(tmp_path / "combined")
   combining.write([first, second], out)
-  expected = reporting.welch_interval([150.0, 170.0, 160.0],
+  expected = statistics.welch_interval([150.0, 170.0, 160.0],
                                       [90.0, 80.0, 85.0])
   text = reporting.compare(out, ["oracle", "a2c"])
   assert text.startswith("Against a2c: each configuration's mean minus")

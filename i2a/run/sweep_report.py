@@ -4,7 +4,10 @@ and JSON) and the learning curves with intervals over seeds.
   i2a/run/sweep.py (the runs' records, sweep_run.json, and their outputs)
       -> collect_results(sweep_dir)   per configuration, every seed's final
                                       metrics and their mean with a 95%
-                                      Student t interval (t_interval)
+                                      Student t interval (t_interval); each
+                                      agent configuration against the first
+                                      (agent_comparisons: the difference of
+                                      the means, welch_interval)
       -> write_report(sweep_dir)      SWEEP_DIR/report/report.md,
                                       report.json, agents_learning_curves.png,
                                       agents_evaluation_curves.png,
@@ -13,7 +16,9 @@ and JSON) and the learning curves with intervals over seeds.
 `python -m i2a.sweep` writes it at the end of every invocation (a stopped
 one too), and `--report` alone rewrites it; i2a/run/sweep_combine.py
 pools the seeds of several sweep directories through the same table
-(`summarise`, `markdown`). The report reads only files (no grid needed).
+(`summarise`, `markdown`), and `--compare=A,B` prints one pair
+(`compare`). The statistics: i2a/run/statistics.py. The report reads only
+files (no grid needed).
 Layout and columns: docs/experiments.md, "The report".
 """
 
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import math
 import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -30,6 +34,7 @@ import numpy as np
 
 from i2a import io_utils
 from i2a.run import sweep as sweeping
+from i2a.run.statistics import Difference, Interval, t_interval, welch_interval
 
 # The final training return and the late evaluation return: the last 10%
 # of a run's env steps.
@@ -45,161 +50,12 @@ TABLE_SERIES = ("action_changed_pixels", "open_loop_mse",
                 "copy_last_frame_mse")
 
 
-# -- Statistics ----------------------------------------------------------------
-
-def _continued_fraction(a: float, b: float, x: float) -> float:
-  """The continued fraction of the incomplete beta function (modified Lentz;
-  Numerical Recipes 6.4), converging for x < (a + 1) / (a + b + 2)."""
-  tiny, eps = 1e-300, 1e-16
-  c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-  d = 1.0 / (d if abs(d) > tiny else tiny)
-  result = d
-  for m in range(1, 1000):
-    for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                      -(a + m) * (a + b + m) * x / ((a + 2 * m) *
-                                                    (a + 2 * m + 1))):
-      d = 1.0 + numerator * d
-      d = 1.0 / (d if abs(d) > tiny else tiny)
-      c = 1.0 + numerator / c
-      c = c if abs(c) > tiny else tiny
-      result *= c * d
-    if abs(c * d - 1.0) < eps:
-      break
-  return result
-
-
-def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
-  """I_x(a, b), the CDF of a Beta(a, b) variable at x."""
-  if x <= 0.0:
-    return 0.0
-  if x >= 1.0:
-    return 1.0
-  log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) +
-               a * math.log(x) + b * math.log1p(-x))
-  if x < (a + 1.0) / (a + b + 2.0):
-    return math.exp(log_front) * _continued_fraction(a, b, x) / a
-  return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
-
-
-def student_t_cdf(t: float, df: float) -> float:
-  """P(T <= t) for Student's t with `df` degrees of freedom."""
-  tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-  return 1.0 - tail if t > 0 else tail
-
-
-def student_t_quantile(p: float, df: float) -> float:
-  """The t with P(T <= t) = p (bisection on the CDF, to machine precision)."""
-  if not 0.0 < p < 1.0:
-    raise ValueError(f"p must be in (0, 1), given {p}.")
-  if df <= 0:
-    raise ValueError(f"df must be > 0, given {df}.")
-  if p == 0.5:
-    return 0.0
-  if p < 0.5:
-    return -student_t_quantile(1.0 - p, df)
-  low, high = 0.0, 1.0
-  while student_t_cdf(high, df) < p:
-    low, high = high, 2.0 * high
-  for _ in range(200):
-    middle = 0.5 * (low + high)
-    if middle in (low, high):
-      break
-    if student_t_cdf(middle, df) < p:
-      low = middle
-    else:
-      high = middle
-  return 0.5 * (low + high)
-
-
-@dataclasses.dataclass
-class Interval:
-  """The mean of n values and its Student t confidence interval (None for
-  n = 1: one seed says nothing about the spread)."""
-  mean: float
-  n: int
-  std: Optional[float] = None  # the sample standard deviation (n - 1)
-  half_width: Optional[float] = None
-  low: Optional[float] = None
-  high: Optional[float] = None
-  confidence: float = 0.95
-
-  def format(self, spec: str = ".2f") -> str:
-    if self.half_width is None:
-      return f"{self.mean:{spec}} (n={self.n}, no interval)"
-    return (f"{self.mean:{spec}} ± {self.half_width:{spec}} "
-            f"[{self.low:{spec}}, {self.high:{spec}}] (n={self.n})")
-
-
-def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
-  """Mean and two-sided Student t interval of `values` (one per seed):
-  mean ± t_{(1 + confidence) / 2, n - 1} * s / sqrt(n), s the sample
-  standard deviation."""
-  values = [float(v) for v in values]
-  if not values:
-    raise ValueError("t_interval needs at least one value.")
-  n = len(values)
-  mean = math.fsum(values) / n
-  if n == 1:
-    return Interval(mean, 1, confidence=confidence)
-  std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-  half = student_t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
-  return Interval(mean, n, std, half, mean - half, mean + half, confidence)
-
-@dataclasses.dataclass
-class Difference:
-  """mean(a) - mean(b) of two groups of seeds and its Welch t confidence
-  interval (unequal variances, Welch-Satterthwaite degrees of freedom);
-  None bounds when a group has one seed."""
-  mean: float
-  n_a: int
-  n_b: int
-  df: Optional[float] = None
-  half_width: Optional[float] = None
-  low: Optional[float] = None
-  high: Optional[float] = None
-  confidence: float = 0.95
-
-  @property
-  def separated(self) -> bool:
-    """Whether the interval excludes 0 (the two means differ at this
-    confidence)."""
-    return self.low is not None and (self.low > 0 or self.high < 0)
-
-  def format(self, spec: str = ".2f") -> str:
-    if self.half_width is None:
-      return f"{self.mean:+{spec}} (n={self.n_a}, {self.n_b}: no interval)"
-    return (f"{self.mean:+{spec}} ± {self.half_width:{spec}} "
-            f"[{self.low:{spec}}, {self.high:{spec}}] (n={self.n_a}, "
-            f"{self.n_b}; df={self.df:.1f})")
-
-
-def welch_interval(a: Sequence[float], b: Sequence[float],
-                   confidence: float = 0.95) -> Difference:
-  """mean(a) - mean(b) ± t_{(1 + confidence) / 2, df} * sqrt(s_a^2 / n_a +
-  s_b^2 / n_b), df by Welch-Satterthwaite: whether two configurations'
-  means differ, which two overlapping t intervals do not decide."""
-  a, b = [float(v) for v in a], [float(v) for v in b]
-  if not a or not b:
-    raise ValueError("welch_interval needs at least one value in each "
-                     f"group, given {len(a)} and {len(b)}.")
-  one, two = t_interval(a, confidence), t_interval(b, confidence)
-  mean = one.mean - two.mean
-  if one.std is None or two.std is None:
-    return Difference(mean, one.n, two.n, confidence=confidence)
-  va, vb = one.std ** 2 / one.n, two.std ** 2 / two.n
-  if va + vb == 0.0:
-    return Difference(mean, one.n, two.n, float(one.n + two.n - 2), 0.0,
-                      mean, mean, confidence)
-  df = (va + vb) ** 2 / (va ** 2 / (one.n - 1) + vb ** 2 / (two.n - 1))
-  half = student_t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(va + vb)
-  return Difference(mean, one.n, two.n, df, half, mean - half, mean + half,
-                    confidence)
-
-
 # The agents' per-seed values compared across configurations.
 COMPARED = (("evaluation_return", "evaluation return"),
-            ("late_evaluation_return", "evaluation return (last 10%)"),
-            ("final_training_return", "training return (last 10%)"))
+            ("late_evaluation_return",
+             f"evaluation return (last {LAST_FRACTION:.0%})"),
+            ("final_training_return",
+             f"training return (last {LAST_FRACTION:.0%})"))
 
 
 def agent_comparisons(agents: Sequence[Dict[str, Any]]
@@ -699,7 +555,8 @@ def markdown(results: Dict[str, Any]) -> str:
         "Evaluation return: `python -m i2a.evaluate`'s mean return "
         "(eval/scores.json) of each run's final checkpoint. Training return: "
         f"the mean episode return over the last {LAST_FRACTION:.0%} of the "
-        "run's env steps (metrics.csv). Evaluation return, last 10%: the "
+        f"run's env steps (metrics.csv). Evaluation return, last "
+        f"{LAST_FRACTION:.0%}: the "
         "mean return of the evaluations made during training "
         "(`config.eval_every`, eval.csv; the policy and seeds of "
         "`python -m i2a.evaluate`) in the last "
