@@ -134,6 +134,13 @@ def main(argv):
 
 def _main() -> int:
   grid = _GRID.value
+  if _COMPARE.value:
+    if grid is not None or _LIST.value or _REPORT.value or _COMBINE.value:
+      raise ValueError("--compare=A,B prints a comparison and runs "
+                       "nothing: give it with --workdir alone (no --grid, "
+                       "--list, --report or --combine).")
+    print(reporting.compare(_WORKDIR.value, _COMPARE.value), flush=True)
+    return sweeping.EXIT_DONE
   if _COMBINE.value:
     if grid is not None or _LIST.value or _REPORT.value:
       raise ValueError("--combine writes one table from finished reports "
@@ -143,13 +150,6 @@ def _main() -> int:
                             _DUPLICATES.value)
     for key, path in paths.items():
       print(f"{key}: {path}")
-    return sweeping.EXIT_DONE
-  if _COMPARE.value:
-    if grid is not None or _LIST.value or _REPORT.value or _COMBINE.value:
-      raise ValueError("--compare=A,B prints a comparison and runs "
-                       "nothing: give it with --workdir alone (no --grid, "
-                       "--list, --report or --combine).")
-    print(reporting.compare(_WORKDIR.value, _COMPARE.value), flush=True)
     return sweeping.EXIT_DONE
   if _REPORT.value and not _LIST.value:
     paths = reporting.write_report(_WORKDIR.value)
