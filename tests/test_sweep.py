@@ -693,9 +693,10 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_the_table_and_curves(swept):
                "train/broken/seed0", "agents_learning_curves.png",
                "models_held_out.png"):
     assert text in markdown, text
-  for name in ("agents_learning_curves.png", "models_held_out.png"):
+  for name in ("agents_learning_curves.png", "agents_evaluation_curves.png",
+               "models_held_out.png"):
     assert os.path.getsize(os.path.join(sweep_dir, "report", name)) > 1000
-  assert set(report["pictures"]) == {"agents", "models"}
+  assert set(report["pictures"]) == {"agents", "agents_evaluation", "models"}
 
 
 def test_a_failed_run_is_recorded_and_does_not_block_independent_runs(swept):
