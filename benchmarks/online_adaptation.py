@@ -29,6 +29,7 @@ what keeps experiments apart; this is a measurement, not a run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -36,7 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -84,9 +85,10 @@ def _returns_after(metrics: str, after: float) -> Dict[str, Any]:
       mean_length=float(np.sum(lengths[keep] * weights) / weights.sum()))
 
 
-def measure(workdir: str, extra_env_steps: int, skip_env_steps: int
-            ) -> Dict[str, Any]:
-  """Both resumes of `workdir` (in temporary copies) and their returns."""
+def measure(workdir: str, extra_env_steps: int, skip_env_steps: int,
+            scratch: Optional[str] = None) -> Dict[str, Any]:
+  """Both resumes of `workdir` and their returns; the copies go under
+  `scratch` (kept) or a temporary directory (removed)."""
   workdir = os.path.abspath(workdir)
   config_path = os.path.join(workdir, runs.CONFIG)
   if not os.path.isfile(config_path):
@@ -107,7 +109,9 @@ def measure(workdir: str, extra_env_steps: int, skip_env_steps: int
       learning_rate=config["optimizer"]["learning_rate"],
       resumed_at=start, extra_env_steps=extra_env_steps,
       skip_env_steps=skip_env_steps)
-  with tempfile.TemporaryDirectory(prefix="online_adaptation_") as tmp:
+  with contextlib.ExitStack() as stack:
+    tmp = scratch or stack.enter_context(
+        tempfile.TemporaryDirectory(prefix="online_adaptation_"))
     for mode in MODES:
       copy = os.path.join(tmp, mode)
       shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("tb"))

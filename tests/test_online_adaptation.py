@@ -1,0 +1,93 @@
+"""benchmarks/online_adaptation.py: a finished run resumed learning and
+with its weights held; the per-episode returns it reads back."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+import online_adaptation  # pylint: disable=wrong-import-position
+
+
+def _metrics(path, rows):
+  with open(path, "w") as f:
+    f.write("step,env_steps,episodes,episode_return,episode_length\n")
+    for i, row in enumerate(rows):
+      f.write(f"{i}," + ",".join(str(v) for v in row) + "\n")
+
+
+def test_returns_are_weighted_by_the_episodes_each_row_logged(tmp_path):
+  path = str(tmp_path / "metrics.csv")
+  # (env_steps, cumulative episodes, mean return, mean length) per row; the
+  # first is before `after`, the third logged no episode.
+  _metrics(path, [(100, 4, 99.0, 10), (200, 5, 10.0, 100),
+                  (300, 5, "nan", "nan"), (400, 8, 30.0, 20)])
+  result = online_adaptation._returns_after(path, after=150)
+  assert result["episodes"] == 4
+  assert result["mean_return"] == pytest.approx((10.0 + 3 * 30.0) / 4)
+  assert result["mean_length"] == pytest.approx((100 + 3 * 20) / 4)
+  with pytest.raises(ValueError, match="no episode ended after 400 env "
+                     "steps; raise --extra_env_steps"):
+    online_adaptation._returns_after(path, after=400)
+
+
+def test_the_workdir_and_the_window_are_checked(tmp_path):
+  with pytest.raises(ValueError, match="holds no training run"):
+    online_adaptation.measure(str(tmp_path), 1000, 100)
+  (tmp_path / "config.json").write_text("{}")
+  with pytest.raises(ValueError, match=r"--skip_env_steps \(1000\) must be "
+                     r"below --extra_env_steps \(1000\)"):
+    online_adaptation.measure(str(tmp_path), 1000, 1000)
+
+
+def test_a_tiny_run_resumed_learning_and_frozen(tmp_path):
+  """The tiny A2C preset trained briefly, then both resumes: each ends
+  episodes, the frozen copy's learning rate is 0 and the run's own
+  workdir is left as it was."""
+  from i2a import io_utils  # pylint: disable=import-outside-toplevel
+  from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
+  from i2a.run import train as training  # pylint: disable=import-outside-toplevel
+  from configs.agents import a2c  # pylint: disable=import-outside-toplevel
+  config = a2c.get_config("tiny")
+  config.env_steps = 64
+  workdir = str(tmp_path / "run")
+  training.run(config, workdir)
+  before = sorted(os.listdir(workdir))
+  metrics_before = open(os.path.join(workdir, "metrics.csv")).read()
+  trained = read_column(os.path.join(workdir, "metrics.csv"), "env_steps")[-1]
+  scratch = str(tmp_path / "copies")
+  result = online_adaptation.measure(workdir, extra_env_steps=800,
+                                     skip_env_steps=0, scratch=scratch)
+  assert result["resumed_at"] == trained
+  for mode in online_adaptation.MODES:
+    assert result[mode]["episodes"] >= 1
+    assert np.isfinite(result[mode]["mean_return"])
+  assert result["return_gap"] == pytest.approx(
+      result["learning"]["mean_return"] - result["frozen"]["mean_return"])
+  assert sorted(os.listdir(workdir)) == before
+  assert open(os.path.join(workdir, "metrics.csv")).read() == metrics_before
+  assert io_utils.read_json(os.path.join(workdir, "config.json"))[
+      "optimizer"]["learning_rate"] == config.optimizer.learning_rate
+  # The frozen copy resumed with the learning rate 0: its newest
+  # checkpoint holds the run's weights; the learning copy's moved on.
+  def weights(directory):
+    reader = tf.train.load_checkpoint(os.path.join(directory, "checkpoints"))
+    names = sorted(n for n in reader.get_variable_to_shape_map()
+                   if n.startswith("network/") and "OPTIMIZER" not in n
+                   and n.endswith(".ATTRIBUTES/VARIABLE_VALUE"))
+    assert names
+    return {n: reader.get_tensor(n) for n in names}
+  trained_weights = weights(workdir)
+  frozen = os.path.join(scratch, "frozen")
+  assert io_utils.read_json(os.path.join(frozen, "config.json"))[
+      "optimizer"]["learning_rate"] == 0.0
+  for name, value in weights(frozen).items():
+    np.testing.assert_array_equal(value, trained_weights[name], err_msg=name)
+  learned = weights(os.path.join(scratch, "learning"))
+  assert any(not np.array_equal(learned[n], trained_weights[n])
+             for n in trained_weights)
