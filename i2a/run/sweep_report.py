@@ -565,18 +565,15 @@ def markdown(results: Dict[str, Any]) -> str:
         "`python -m i2a.evaluate`) in the last "
         f"{LAST_FRACTION:.0%} of the run's env steps, over all their "
         "episodes: steadier than one final checkpoint's.", "",
-        "| configuration | envmodel | runs done | evaluation return | "
-        f"evaluation return (last {LAST_FRACTION:.0%}) | "
-        f"training return (last {LAST_FRACTION:.0%}) | env steps | "
-        "hours/run |",
+        "| configuration | envmodel | runs done | "
+        + "".join(f"{label} | " for _, label in COMPARED)
+        + "env steps | hours/run |",
         "|---|---|---|---|---|---|---|---|"]
     for a in results["agents"]:
       steps = a["env_steps"]
       lines.append(
           f"| {a['name']} | {a['envmodel'] or '-'} | {a['done']}/{a['runs']} "
-          f"| {_fmt(a['evaluation_return'])} | "
-          f"{_fmt(a.get('late_evaluation_return'))} | "
-          f"{_fmt(a['final_training_return'])} | "
+          f"| {''.join(f'{_fmt(a.get(key))} | ' for key, _ in COMPARED)}"
           f"{'-' if steps is None else format(steps['mean'], ',.0f')} | "
           f"{_hours(a['hours_per_run'])} |")
     lines += _comparisons_markdown(results.get("comparisons") or [])
