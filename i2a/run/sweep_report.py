@@ -456,28 +456,20 @@ def write_report(sweep_dir: str) -> Dict[str, str]:
         model_curves.setdefault(record["name"], []).append(curve)
   order_agents = [a["name"] for a in results["agents"]]
   order_models = [m["name"] for m in results["models"]]
-  path = band_plot(
-      os.path.join(out, "agents_learning_curves.png"),
-      {k: agent_curves[k] for k in order_agents if k in agent_curves},
-      "environment steps", "episode return (training)",
-      f"{results['name']}: mean over seeds, shaded 95% t interval")
-  if path:
-    pictures["agents"] = path
-  path = band_plot(
-      os.path.join(out, "agents_evaluation_curves.png"),
-      {k: evaluation_curves[k] for k in order_agents
-       if k in evaluation_curves},
-      "environment steps", "evaluation return (during training)",
-      f"{results['name']}: mean over seeds, shaded 95% t interval")
-  if path:
-    pictures["agents_evaluation"] = path
-  path = band_plot(
-      os.path.join(out, "models_held_out.png"),
-      {k: model_curves[k] for k in order_models if k in model_curves},
-      "pretraining step", "held-out log-likelihood (nats/frame)",
-      f"{results['name']}: mean over seeds, shaded 95% t interval")
-  if path:
-    pictures["models"] = path
+  title = f"{results['name']}: mean over seeds, shaded 95% t interval"
+  for key, filename, curves, order, x_label, y_label in (
+      ("agents", "agents_learning_curves.png", agent_curves, order_agents,
+       "environment steps", "episode return (training)"),
+      ("agents_evaluation", "agents_evaluation_curves.png",
+       evaluation_curves, order_agents, "environment steps",
+       "evaluation return (during training)"),
+      ("models", "models_held_out.png", model_curves, order_models,
+       "pretraining step", "held-out log-likelihood (nats/frame)")):
+    path = band_plot(os.path.join(out, filename),
+                     {k: curves[k] for k in order if k in curves},
+                     x_label, y_label, title)
+    if path:
+      pictures[key] = path
   results["pictures"] = {k: os.path.relpath(v, out)
                          for k, v in pictures.items()}
   text = markdown(results)
