@@ -13,8 +13,11 @@ trained run: it copies the workdir twice and resumes training from the
 newest checkpoint (the actor's environments and frame history restored)
 for `--extra_env_steps`, once as trained and once with the learning rate
 set to 0 (the weights held, the acting path unchanged), and reports the
-training return and episode length of each, per episode, over the env
-steps after `--skip_env_steps`.
+training return and episode length of each, per episode (the copies'
+`episodes.csv`), over the env steps after `--skip_env_steps`, with a 95%
+Welch interval of the difference over episodes. The episodes are not independent draws (16
+environments play side by side, and the learning copy's weights move
+between them), so the interval is a guide, not a test.
 
   PYTHONPATH=. python benchmarks/online_adaptation.py \\
       --workdir=SWEEP_DIR/train/emulator_oracle/seed3 \\
@@ -46,8 +49,9 @@ sys.path.insert(0, REPO)
 # pylint: disable=wrong-import-position
 import numpy as np
 
-from i2a import io_utils, runs
+from i2a import io_utils, metrics, runs
 from i2a.metrics import read_column
+from i2a.run import statistics
 
 MODES = ("learning", "frozen")
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "online_adaptation",
@@ -65,24 +69,24 @@ def _resume(copy: str, env_steps: int) -> None:
   training.run(config, copy)
 
 
-def _returns_after(metrics: str, after: float) -> Dict[str, Any]:
-  """Per episode (each logged row's mean weighted by the episodes that
-  ended in it): the mean training return and length of the episodes
-  logged after `after` env steps."""
-  steps = read_column(metrics, "env_steps")
-  returns = read_column(metrics, "episode_return")
-  lengths = read_column(metrics, "episode_length")
-  episodes = read_column(metrics, "episodes")
-  ended = np.diff(np.concatenate([[0.0], episodes]))
-  keep = (steps > after) & np.isfinite(returns) & (ended > 0)
+def _returns_after(episodes: str, after: float) -> Dict[str, Any]:
+  """The training episodes logged after `after` env steps (a copy's
+  `episodes.csv`, one row per episode): their returns, and the mean
+  return and length."""
+  steps = read_column(episodes, "env_steps")
+  if steps is None:
+    raise ValueError(f"{episodes} is missing: the resumed run logged no "
+                     "episode; raise --extra_env_steps.")
+  returns = read_column(episodes, "episode_return")
+  lengths = read_column(episodes, "episode_length")
+  keep = steps > after
   if not keep.any():
-    raise ValueError(f"{metrics}: no episode ended after {after:,.0f} env "
+    raise ValueError(f"{episodes}: no episode ended after {after:,.0f} env "
                      "steps; raise --extra_env_steps.")
-  weights = ended[keep]
-  return dict(
-      episodes=int(weights.sum()),
-      mean_return=float(np.sum(returns[keep] * weights) / weights.sum()),
-      mean_length=float(np.sum(lengths[keep] * weights) / weights.sum()))
+  return dict(episodes=int(keep.sum()),
+              mean_return=float(np.mean(returns[keep])),
+              mean_length=float(np.mean(lengths[keep])),
+              returns=[float(r) for r in returns[keep]])
 
 
 def measure(workdir: str, extra_env_steps: int, skip_env_steps: int,
@@ -124,10 +128,15 @@ def measure(workdir: str, extra_env_steps: int, skip_env_steps: int,
       subprocess.run([sys.executable, __file__, "--_resume", copy,
                       "--_env_steps", str(target)], check=True,
                      env=dict(os.environ, PYTHONPATH=REPO))
-      out[mode] = _returns_after(os.path.join(copy, "metrics.csv"),
+      out[mode] = _returns_after(os.path.join(copy, metrics.EPISODES),
                                  start + skip_env_steps)
   out["return_gap"] = (out["learning"]["mean_return"]
                        - out["frozen"]["mean_return"])
+  gap = statistics.welch_interval(out["learning"]["returns"],
+                                  out["frozen"]["returns"])
+  out["return_gap_interval"] = dict(
+      low=gap.low, high=gap.high, half_width=gap.half_width, df=gap.df,
+      confidence=gap.confidence)
   return out
 
 
@@ -156,7 +165,11 @@ def main() -> None:
     r = result[mode]
     print(f"| {mode} | {r['episodes']} | {r['mean_return']:.1f} | "
           f"{r['mean_length']:.0f} |")
-  print(f"learning minus frozen: {result['return_gap']:+.1f}")
+  gap = result["return_gap_interval"]
+  spread = ("" if gap["half_width"] is None else
+            f" ± {gap['half_width']:.1f} (95% Welch interval over episodes, "
+            f"[{gap['low']:+.1f}, {gap['high']:+.1f}])")
+  print(f"learning minus frozen: {result['return_gap']:+.1f}{spread}")
   io_utils.atomic_write_json(args.output, result)
   print(f"wrote {args.output}")
 

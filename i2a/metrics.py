@@ -1,12 +1,15 @@
 """Scalars of a run, to TensorBoard and to CSV files in the workdir.
 
 `MetricsLog(workdir)` writes `metrics.csv` (train) and `eval.csv` (held-out)
-in wide format, one row per logged step, and TensorBoard summaries under
-`workdir/tb`. On resume, `truncate_after(step, summary_step)` drops what the
-restored checkpoint has not seen, so curves never hold two histories and no
-step twice: CSV rows after `step` (and a row torn by a kill, and repeats of
-a step), and TensorBoard events after `summary_step` (default `step`),
-rewritten out of the event files before this run's writer opens its own.
+in wide format, one row per logged step, `episodes.csv` (agents: one row
+per finished training episode, at the step of the row that logged it,
+`write_episodes`), and TensorBoard summaries under `workdir/tb`. On
+resume, `truncate_after(step, summary_step)` drops what the restored
+checkpoint has not seen, so curves never hold two histories and no step
+twice: CSV rows after `step` (and a row torn by a kill, and repeats of a
+step in the per-step logs), and TensorBoard events after `summary_step`
+(default `step`), rewritten out of the event files before this run's
+writer opens its own.
 
 The CSV `step` column is always the run's own step (pretraining steps,
 learner steps), the one `truncate_after` compares; a TensorBoard summary may
@@ -23,7 +26,7 @@ import glob
 import io
 import math
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -33,13 +36,19 @@ from tensorboard.plugins.image import metadata as image_metadata
 from i2a import io_utils, pictures
 
 TENSORBOARD = "tb"  # the TensorBoard directory under a workdir
+EPISODES = "episodes.csv"  # an agent's training episodes, one row each
 
 
 class CsvLog:
-  """Rows of {column: value}; the header grows when new keys appear."""
+  """Rows of {column: value}; the header grows when new keys appear.
 
-  def __init__(self, path: str):
+  `one_per_step`: a step has one row (a repeat is an older history, which
+  `truncate_after` drops); False where a step holds many (episodes).
+  """
+
+  def __init__(self, path: str, one_per_step: bool = True):
     self.path = path
+    self.one_per_step = one_per_step
     self._columns: List[str] = []
     if os.path.exists(path):
       with open(path, newline="") as f:
@@ -60,18 +69,26 @@ class CsvLog:
         writer.writerows(rows)
 
   def write(self, row: Mapping[str, object]) -> None:
-    new = [k for k in row if k not in self._columns]
+    self.write_rows([row])
+
+  def write_rows(self, rows: Sequence[Mapping[str, object]]) -> None:
+    """Appends `rows` (the file rewritten, atomically, when they bring new
+    columns)."""
+    if not rows:
+      return
+    new = [k for row in rows for k in row if k not in self._columns]
     if new or not os.path.exists(self.path):
-      rows = self.rows()
-      self._columns += new
-      self._rewrite(rows + [row])
+      old = self.rows()
+      self._columns += list(dict.fromkeys(new))
+      self._rewrite(old + list(rows))
       return
     with open(self.path, "a", newline="") as f:
-      csv.DictWriter(f, fieldnames=self._columns, restval="").writerow(row)
+      csv.DictWriter(f, fieldnames=self._columns, restval="").writerows(rows)
 
   def truncate_after(self, step: int) -> None:
-    """Keeps the rows of steps <= `step`, one per step (the last written),
-    and drops a row torn by a kill (no final newline, or unparseable)."""
+    """Keeps the rows of steps <= `step` (with `one_per_step`, one per step:
+    the last written) and drops a row torn by a kill (no final newline, or
+    unparseable)."""
     if not os.path.exists(self.path):
       return
     with open(self.path, newline="") as f:
@@ -80,13 +97,17 @@ class CsvLog:
     if lines and not lines[-1].endswith(("\n", "\r")):
       lines = lines[:-1]  # torn: the append was killed half-way
     rows = list(csv.DictReader(io.StringIO("".join(lines))))
-    by_step: Dict[int, Mapping[str, object]] = {}
-    for row in rows:
-      row_step = _row_step(row)
-      if row_step is not None and row_step <= step:
-        by_step.pop(row_step, None)  # re-inserted: keeps the file's order
-        by_step[row_step] = row
-    kept = list(by_step.values())
+    if self.one_per_step:
+      by_step: Dict[int, Mapping[str, object]] = {}
+      for row in rows:
+        row_step = _row_step(row)
+        if row_step is not None and row_step <= step:
+          by_step.pop(row_step, None)  # re-inserted: keeps the file's order
+          by_step[row_step] = row
+      kept = list(by_step.values())
+    else:
+      kept = [row for row in rows
+              if (row_step := _row_step(row)) is not None and row_step <= step]
     if len(kept) != len(rows) or "".join(lines) != text:
       self._rewrite(kept)
 
@@ -168,6 +189,8 @@ class MetricsLog:
     self._writer: Optional[tf.summary.SummaryWriter] = None
     self.train = CsvLog(os.path.join(workdir, "metrics.csv"))
     self.eval = CsvLog(os.path.join(workdir, "eval.csv"))
+    self.episodes = CsvLog(os.path.join(workdir, EPISODES),
+                           one_per_step=False)
 
   @property
   def _summary(self) -> tf.summary.SummaryWriter:
@@ -182,6 +205,7 @@ class MetricsLog:
     the checkpoint's position on the summaries' step axis)."""
     self.train.truncate_after(step)
     self.eval.truncate_after(step)
+    self.episodes.truncate_after(step)
     if self._writer is not None:  # its file must not be rewritten under it
       self._writer.close()
       self._writer = None
@@ -211,6 +235,17 @@ class MetricsLog:
       (self.eval if split == "eval" else self.train).write(
           dict(step=step, **values))
     return values
+
+  def write_episodes(self, step: int, env_steps: int,
+                     episodes: Sequence[Any]) -> None:
+    """One `episodes.csv` row per finished episode (`episode_return`,
+    `length`, `terminated`: agents.acting.Episode), at the `step` and
+    `env_steps` of the metrics row that logged it."""
+    self.episodes.write_rows([
+        dict(step=step, env_steps=env_steps,
+             episode_return=float(e.episode_return),
+             episode_length=int(e.length), terminated=int(e.terminated))
+        for e in episodes])
 
   def image(self, step: int, name: str, image: np.ndarray) -> None:
     with self._summary.as_default(step=step):

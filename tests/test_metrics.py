@@ -19,6 +19,24 @@ def test_csv_truncation_drops_later_steps_repeats_and_a_torn_row(tmp_path):
   assert metrics.read_column(str(path), "step").tolist() == [2, 4, 6, 8]
 
 
+def test_a_log_of_many_rows_per_step_keeps_them_all_on_truncation(tmp_path):
+  path = tmp_path / "episodes.csv"
+  log = metrics.CsvLog(str(path), one_per_step=False)
+  log.write_rows([{"step": 2, "episode_return": 1.0},
+                  {"step": 2, "episode_return": 3.0}])
+  log.write_rows([])  # nothing to write: the file is left as it was
+  log.write_rows([{"step": 4, "episode_return": 2.0, "terminated": 1}])
+  assert path.read_text() == ("step,episode_return,terminated\n2,1.0,\n"
+                              "2,3.0,\n4,2.0,1\n")
+  with open(path, "a") as f:
+    f.write("6,5.")  # an append killed half-way
+  log.truncate_after(4)
+  assert metrics.read_column(str(path), "episode_return").tolist() == [
+      1.0, 3.0, 2.0]
+  log.truncate_after(2)
+  assert metrics.read_column(str(path), "step").tolist() == [2, 2]
+
+
 def test_event_truncation_drops_later_steps_and_a_torn_record(tmp_path):
   tb = str(tmp_path / "tb")
   log = metrics.MetricsLog(str(tmp_path))

@@ -1,5 +1,6 @@
 """benchmarks/online_adaptation.py: a finished run resumed learning and
-with its weights held; the per-episode returns it reads back."""
+with its weights held; the per-episode returns it reads back and the
+interval of their difference."""
 
 import os
 import sys
@@ -14,26 +15,23 @@ sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 import online_adaptation  # pylint: disable=wrong-import-position
 
 
-def _metrics(path, rows):
+def test_the_episodes_after_the_resume_are_read_one_by_one(tmp_path):
+  path = str(tmp_path / "episodes.csv")
   with open(path, "w") as f:
-    f.write("step,env_steps,episodes,episode_return,episode_length\n")
-    for i, row in enumerate(rows):
-      f.write(f"{i}," + ",".join(str(v) for v in row) + "\n")
-
-
-def test_returns_are_weighted_by_the_episodes_each_row_logged(tmp_path):
-  path = str(tmp_path / "metrics.csv")
-  # (env_steps, cumulative episodes, mean return, mean length) per row; the
-  # first is before `after`, the third logged no episode.
-  _metrics(path, [(100, 4, 99.0, 10), (200, 5, 10.0, 100),
-                  (300, 5, "nan", "nan"), (400, 8, 30.0, 20)])
+    f.write("step,env_steps,episode_return,episode_length,terminated\n"
+            "1,100,99.0,10,1\n2,200,10.0,100,1\n2,200,20.0,40,0\n"
+            "4,400,30.0,20,1\n")
   result = online_adaptation._returns_after(path, after=150)
-  assert result["episodes"] == 4
-  assert result["mean_return"] == pytest.approx((10.0 + 3 * 30.0) / 4)
-  assert result["mean_length"] == pytest.approx((100 + 3 * 20) / 4)
+  assert result["episodes"] == 3
+  assert result["returns"] == [10.0, 20.0, 30.0]
+  assert result["mean_return"] == pytest.approx(20.0)
+  assert result["mean_length"] == pytest.approx(160 / 3)
   with pytest.raises(ValueError, match="no episode ended after 400 env "
                      "steps; raise --extra_env_steps"):
     online_adaptation._returns_after(path, after=400)
+  with pytest.raises(ValueError, match="missing: the resumed run logged no "
+                     "episode"):
+    online_adaptation._returns_after(str(tmp_path / "none.csv"), after=0)
 
 
 def test_the_workdir_and_the_window_are_checked(tmp_path):
@@ -69,6 +67,22 @@ def test_a_tiny_run_resumed_learning_and_frozen(tmp_path):
     assert np.isfinite(result[mode]["mean_return"])
   assert result["return_gap"] == pytest.approx(
       result["learning"]["mean_return"] - result["frozen"]["mean_return"])
+  for mode in online_adaptation.MODES:
+    assert len(result[mode]["returns"]) == result[mode]["episodes"]
+    assert np.mean(result[mode]["returns"]) == pytest.approx(
+        result[mode]["mean_return"])
+    # The episodes are the copy's, logged after the resume only.
+    copied = read_column(os.path.join(scratch, mode, "episodes.csv"),
+                         "env_steps")
+    assert result[mode]["episodes"] == int((copied > trained).sum())
+  gap = result["return_gap_interval"]
+  fewest = min(result[m]["episodes"] for m in online_adaptation.MODES)
+  assert (gap["half_width"] is None) == (fewest < 2)
+  if fewest >= 2:
+    assert gap["low"] == pytest.approx(result["return_gap"]
+                                       - gap["half_width"])
+    assert gap["high"] == pytest.approx(result["return_gap"]
+                                        + gap["half_width"])
   assert sorted(os.listdir(workdir)) == before
   assert open(os.path.join(workdir, "metrics.csv")).read() == metrics_before
   assert io_utils.read_json(os.path.join(workdir, "config.json"))[

@@ -18,7 +18,8 @@ with the run's, i2a/run/exports.py `check_export`; all checked before
 anything is written), checkpoints/ (network, optimizer, learner
 step, env-step counter, and the actor's state: environments, frame windows,
 RNG; the last N kept), TensorBoard events (agent summaries at environment
-steps: docs/agents.md, "TensorBoard") and metrics.csv, eval.csv (evaluation
+steps: docs/agents.md, "TensorBoard") and metrics.csv, episodes.csv (each
+training episode's return and length), eval.csv (evaluation
 during training every config.eval_every env steps: i2a/run/evaluate.py
 `TrainingEvaluation`), and images/learning_curve.png (episode return vs
 environment steps) and, for an I2A, images/imagination.png (what it
@@ -687,6 +688,7 @@ class LearnerLoop:
         if self._extra_metrics is not None:
           row.update(self._extra_metrics())
         self.log.write(step, row, summary_step=self.env_steps_done)
+        self.log.write_episodes(step, self.env_steps_done, episodes)
         extras = dict(step=step,
                       learner_steps_per_s=row["learner_steps_per_s"])
         if self.protocol.action_repeat > 1:

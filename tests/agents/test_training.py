@@ -95,6 +95,20 @@ def test_train_writes_checkpoints_metrics_and_a_learning_curve(trained):
   assert np.isfinite(read_column(metrics, "episode_return")).any()
   assert io_utils.read_json(os.path.join(workdir, "config.json"))[
       "agent"] == "a2c"
+  # episodes.csv: one row per episode, at its metrics row's step; the
+  # rows' means are metrics.csv's episode_return, and all are counted.
+  episodes = os.path.join(workdir, "episodes.csv")
+  returns = read_column(episodes, "episode_return")
+  assert len(returns) == summary["episodes"] == read_column(
+      metrics, "episodes")[-1]
+  assert np.isin(read_column(episodes, "episode_length"), [12]).all()
+  logged = read_column(episodes, "step")
+  for step, mean in zip(read_column(metrics, "step"),
+                        read_column(metrics, "episode_return")):
+    if np.isfinite(mean):
+      assert np.mean(returns[logged == step]) == pytest.approx(mean)
+    else:
+      assert not (logged == step).any()
 
 
 def test_resume_reproduces_the_uninterrupted_run(trained, tmp_path):
@@ -231,6 +245,10 @@ def test_a_rerun_from_an_older_checkpoint_logs_no_step_twice(trained,
       12, 24, 36]
   assert read_column(os.path.join(workdir, "metrics.csv"),
                      "step").tolist() == [2, 4, 6]
+  # The episodes logged at steps 4 and 6 were dropped and logged again.
+  assert read_column(os.path.join(workdir, "episodes.csv"), "step").tolist(
+      ) == read_column(os.path.join(trained[0], "episodes.csv"),
+                       "step").tolist()
 
 
 def test_a_stop_that_arrives_between_two_reads_still_gets_its_checkpoint(
