@@ -15,9 +15,10 @@ for `--extra_env_steps`, once as trained and once with the learning rate
 set to 0 (the weights held, the acting path unchanged), and reports the
 training return and episode length of each, per episode (the copies'
 `episodes.csv`), over the env steps after `--skip_env_steps`, with a 95%
-Welch interval of the difference over episodes. The episodes are not independent draws (16
-environments play side by side, and the learning copy's weights move
-between them), so the interval is a guide, not a test.
+Welch interval of the difference over episodes. The episodes are not
+independent draws (16 environments play side by side, and the learning
+copy's weights move between them), so the interval is a guide, not a
+test.
 
   PYTHONPATH=. python benchmarks/online_adaptation.py \\
       --workdir=SWEEP_DIR/train/emulator_oracle/seed3 \\
