@@ -614,13 +614,16 @@ def test_an_a2c_run_draws_no_imagination(trained):
 
 # 'recompute' (the learner re-imagines from the stored noise keys) takes a
 # minute and a half: a long end-to-end run, in `make test-slow`.
-@pytest.mark.parametrize("learner_rollouts", [
-    "auto", pytest.param("recompute", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("learner_rollouts,precision", [
+    ("auto", "fp32"), ("auto", "bf16"),
+    pytest.param("recompute", "fp32", marks=pytest.mark.slow)])
 def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
-                                                        learner_rollouts):
+                                                        learner_rollouts,
+                                                        precision):
   """The I2A's extra state survives a checkpoint: pi_r's sampling
   generator, and with stored rollouts (auto: distillation stores them) the
-  actor's cached rollouts of its current windows."""
+  actor's cached rollouts of its current windows; in bfloat16 too (the
+  act's weight copies, the stored features' bits)."""
   from configs.agents import i2a as i2a_config  # pylint: disable=g-import-not-at-top
   export = _export(tmp_path / "export")
 
@@ -628,6 +631,7 @@ def test_an_i2a_resume_reproduces_the_uninterrupted_run(tmp_path,
     c = i2a_config.get_config("tiny")
     c.envmodel = export
     c.network.learner_rollouts = learner_rollouts
+    c.precision = precision
     c.env_steps = 6 * learner_steps
     return c
 
