@@ -16,9 +16,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Not run by default: the exporter, the `paper` data's collector,
 # online_adaptation and resume_exactness (a trained run's workdir) need
-# their arguments, and the
-# XLA side runs under an interpreter with jax, not the project's
-# (docs/performance.md, "On a GPU").
+# their arguments, and the XLA side runs under an interpreter with jax,
+# not the project's (docs/performance.md, "On a GPU").
 MANUAL = ("export_xla", "xla_speed", "paper_data", "xla_pretrain",
           "xla_pretrain_report", "online_adaptation", "resume_exactness")
 # Modules the scripts import, not benchmarks.
