@@ -18,14 +18,19 @@ training return and episode length of each, per episode (the copies'
 Welch interval of the difference over episodes. The episodes are not
 independent draws (16 environments play side by side, and the learning
 copy's weights move between them), so the interval is a guide, not a
-test.
+test. `--learning_rates` adds learning copies at other learning rates
+(the optimizer's slots as trained), each compared with the frozen copy
+too: whether a lower rate keeps what continued training at the run's own
+rate loses.
 
   PYTHONPATH=. python benchmarks/online_adaptation.py \\
       --workdir=SWEEP_DIR/train/emulator_oracle/seed3 \\
-      [--extra_env_steps 120000] [--skip_env_steps 20000] [--output FILE]
+      [--extra_env_steps 120000] [--skip_env_steps 20000] \\
+      [--learning_rates 1e-3,5e-4] [--output FILE]
 
 The copies live in a temporary directory (the run's workdir is only
-read). The frozen copy's config.json is edited to the learning rate 0:
+read). The frozen copy's config.json is edited to the learning rate 0
+(the other rates' copies to theirs):
 `python -m i2a.train` refuses to resume with another config, which is
 what keeps experiments apart; this is a measurement, not a run.
 """
@@ -41,7 +46,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -54,7 +59,18 @@ from i2a import io_utils, metrics, runs
 from i2a.metrics import read_column
 from i2a.run import statistics
 
-MODES = ("learning", "frozen")
+MODES = ("learning", "frozen")  # always measured; more with other rates
+
+
+def modes(learning_rates: Sequence[float] = ()
+          ) -> List[Tuple[str, Optional[float]]]:
+  """(name, learning rate) of each resumed copy; None: the run's own."""
+  extra = [(f"learning_lr_{lr:g}", float(lr)) for lr in learning_rates]
+  names = [name for name, _ in extra]
+  if len(set(names)) != len(names) or any(lr <= 0 for _, lr in extra):
+    raise ValueError(f"--learning_rates {list(learning_rates)}: expected "
+                     "distinct rates above 0 (the frozen copy is the rate 0).")
+  return [("learning", None), ("frozen", 0.0)] + extra
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "online_adaptation",
                               "result.json")
 
@@ -91,9 +107,12 @@ def _returns_after(episodes: str, after: float) -> Dict[str, Any]:
 
 
 def measure(workdir: str, extra_env_steps: int, skip_env_steps: int,
-            scratch: Optional[str] = None) -> Dict[str, Any]:
-  """Both resumes of `workdir` and their returns; the copies go under
-  `scratch` (kept) or a temporary directory (removed)."""
+            scratch: Optional[str] = None,
+            learning_rates: Sequence[float] = ()) -> Dict[str, Any]:
+  """The resumes of `workdir` (`modes(learning_rates)`) and their
+  returns; the copies go under `scratch` (kept) or a temporary directory
+  (removed). `gaps`: each learning copy minus the frozen one."""
+  resumes = modes(learning_rates)
   workdir = os.path.abspath(workdir)
   config_path = os.path.join(workdir, runs.CONFIG)
   if not os.path.isfile(config_path):
@@ -117,13 +136,13 @@ def measure(workdir: str, extra_env_steps: int, skip_env_steps: int,
   with contextlib.ExitStack() as stack:
     tmp = scratch or stack.enter_context(
         tempfile.TemporaryDirectory(prefix="online_adaptation_"))
-    for mode in MODES:
+    for mode, learning_rate in resumes:
       copy = os.path.join(tmp, mode)
       shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("tb"))
-      if mode == "frozen":
-        frozen = io_utils.read_json(os.path.join(copy, runs.CONFIG))
-        frozen["optimizer"]["learning_rate"] = 0.0
-        io_utils.atomic_write_json(os.path.join(copy, runs.CONFIG), frozen)
+      if learning_rate is not None:
+        edited = io_utils.read_json(os.path.join(copy, runs.CONFIG))
+        edited["optimizer"]["learning_rate"] = learning_rate
+        io_utils.atomic_write_json(os.path.join(copy, runs.CONFIG), edited)
       print(f"{mode}: resuming {workdir} from {start:,.0f} to {target:,} "
             "env steps", flush=True)
       subprocess.run([sys.executable, __file__, "--_resume", copy,
@@ -131,13 +150,20 @@ def measure(workdir: str, extra_env_steps: int, skip_env_steps: int,
                      env=dict(os.environ, PYTHONPATH=REPO))
       out[mode] = _returns_after(os.path.join(copy, metrics.EPISODES),
                                  start + skip_env_steps)
-  out["return_gap"] = (out["learning"]["mean_return"]
-                       - out["frozen"]["mean_return"])
-  gap = statistics.welch_interval(out["learning"]["returns"],
-                                  out["frozen"]["returns"])
-  out["return_gap_interval"] = dict(
-      low=gap.low, high=gap.high, half_width=gap.half_width, df=gap.df,
-      confidence=gap.confidence)
+  out["gaps"] = {}
+  for mode, learning_rate in resumes:
+    if mode == "frozen":
+      continue
+    gap = statistics.welch_interval(out[mode]["returns"],
+                                    out["frozen"]["returns"])
+    out["gaps"][mode] = dict(
+        learning_rate=(out["learning_rate"] if learning_rate is None
+                       else learning_rate),
+        return_gap=out[mode]["mean_return"] - out["frozen"]["mean_return"],
+        interval=dict(low=gap.low, high=gap.high, half_width=gap.half_width,
+                      df=gap.df, confidence=gap.confidence))
+  out["return_gap"] = out["gaps"]["learning"]["return_gap"]
+  out["return_gap_interval"] = out["gaps"]["learning"]["interval"]
   return out
 
 
@@ -146,6 +172,9 @@ def main() -> None:
   parser.add_argument("--workdir")
   parser.add_argument("--extra_env_steps", type=int, default=120_000)
   parser.add_argument("--skip_env_steps", type=int, default=20_000)
+  parser.add_argument("--learning_rates", default="",
+                      help="comma-separated: more learning copies at these "
+                      "rates, e.g. 1e-3,5e-4")
   parser.add_argument("--output", default=DEFAULT_OUTPUT)
   parser.add_argument("--_resume", help=argparse.SUPPRESS)
   parser.add_argument("--_env_steps", type=int, help=argparse.SUPPRESS)
@@ -155,22 +184,33 @@ def main() -> None:
     return
   if not args.workdir:
     parser.error("--workdir (a finished training run) is required")
-  result = measure(args.workdir, args.extra_env_steps, args.skip_env_steps)
+  try:
+    learning_rates = [float(lr) for lr in args.learning_rates.split(",")
+                      if lr.strip()]
+  except ValueError:
+    parser.error(f"--learning_rates {args.learning_rates!r}: expected "
+                 "comma-separated numbers, e.g. 1e-3,5e-4")
+  result = measure(args.workdir, args.extra_env_steps, args.skip_env_steps,
+                   learning_rates=learning_rates)
   result.update(
       benchmark="online_adaptation", machine=platform.node(), cpus=os.cpu_count(),
       date=datetime.datetime.now().isoformat(timespec="seconds"),
       command=" ".join(["benchmarks/online_adaptation.py"] + sys.argv[1:]))
-  print("| mode | episodes | training return | episode length |")
-  print("|---|---|---|---|")
-  for mode in MODES:
+  print("| mode | learning rate | episodes | training return | "
+        "episode length |")
+  print("|---|---|---|---|---|")
+  for mode, _ in modes(learning_rates):
     r = result[mode]
-    print(f"| {mode} | {r['episodes']} | {r['mean_return']:.1f} | "
-          f"{r['mean_length']:.0f} |")
-  gap = result["return_gap_interval"]
-  spread = ("" if gap["half_width"] is None else
-            f" ± {gap['half_width']:.1f} (95% Welch interval over episodes, "
-            f"[{gap['low']:+.1f}, {gap['high']:+.1f}])")
-  print(f"learning minus frozen: {result['return_gap']:+.1f}{spread}")
+    rate = (result["gaps"][mode]["learning_rate"] if mode in result["gaps"]
+            else 0.0)
+    print(f"| {mode} | {rate:g} | {r['episodes']} | {r['mean_return']:.1f} "
+          f"| {r['mean_length']:.0f} |")
+  for mode, gap in result["gaps"].items():
+    interval = gap["interval"]
+    spread = ("" if interval["half_width"] is None else
+              f" ± {interval['half_width']:.1f} (95% Welch interval over "
+              f"episodes, [{interval['low']:+.1f}, {interval['high']:+.1f}])")
+    print(f"{mode} minus frozen: {gap['return_gap']:+.1f}{spread}")
   io_utils.atomic_write_json(args.output, result)
   print(f"wrote {args.output}")
 

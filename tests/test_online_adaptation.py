@@ -43,10 +43,20 @@ def test_the_workdir_and_the_window_are_checked(tmp_path):
     online_adaptation.measure(str(tmp_path), 1000, 1000)
 
 
+def test_the_modes_and_their_learning_rates():
+  assert online_adaptation.modes() == [("learning", None), ("frozen", 0.0)]
+  assert online_adaptation.modes([1e-3, 5e-4])[2:] == [
+      ("learning_lr_0.001", 1e-3), ("learning_lr_0.0005", 5e-4)]
+  for rates in ([1e-3, 1e-3], [0.0], [-1e-3]):
+    with pytest.raises(ValueError, match="expected distinct rates above 0"):
+      online_adaptation.modes(rates)
+
+
 def test_a_tiny_run_resumed_learning_and_frozen(tmp_path):
-  """The tiny A2C preset trained briefly, then both resumes: each ends
-  episodes, the frozen copy's learning rate is 0 and the run's own
-  workdir is left as it was."""
+  """The tiny A2C preset trained briefly, then the resumes (learning at
+  its own rate and at another, frozen): each ends episodes, each copy
+  resumes at its learning rate, and the run's own workdir is left as it
+  was."""
   from i2a import io_utils  # pylint: disable=import-outside-toplevel
   from i2a.metrics import read_column  # pylint: disable=import-outside-toplevel
   from i2a.run import train as training  # pylint: disable=import-outside-toplevel
@@ -60,14 +70,26 @@ def test_a_tiny_run_resumed_learning_and_frozen(tmp_path):
   trained = read_column(os.path.join(workdir, "metrics.csv"), "env_steps")[-1]
   scratch = str(tmp_path / "copies")
   result = online_adaptation.measure(workdir, extra_env_steps=800,
-                                     skip_env_steps=0, scratch=scratch)
+                                     skip_env_steps=0, scratch=scratch,
+                                     learning_rates=[1e-4])
+  modes = [mode for mode, _ in online_adaptation.modes([1e-4])]
   assert result["resumed_at"] == trained
-  for mode in online_adaptation.MODES:
+  for mode in modes:
     assert result[mode]["episodes"] >= 1
     assert np.isfinite(result[mode]["mean_return"])
   assert result["return_gap"] == pytest.approx(
       result["learning"]["mean_return"] - result["frozen"]["mean_return"])
-  for mode in online_adaptation.MODES:
+  assert sorted(result["gaps"]) == ["learning", "learning_lr_0.0001"]
+  other = result["gaps"]["learning_lr_0.0001"]
+  assert other["learning_rate"] == 1e-4
+  assert other["return_gap"] == pytest.approx(
+      result["learning_lr_0.0001"]["mean_return"]
+      - result["frozen"]["mean_return"])
+  assert result["gaps"]["learning"]["learning_rate"] == (
+      config.optimizer.learning_rate)
+  assert result["gaps"]["learning"]["interval"] == (
+      result["return_gap_interval"])
+  for mode in modes:
     assert len(result[mode]["returns"]) == result[mode]["episodes"]
     assert np.mean(result[mode]["returns"]) == pytest.approx(
         result[mode]["mean_return"])
@@ -102,6 +124,11 @@ def test_a_tiny_run_resumed_learning_and_frozen(tmp_path):
       "optimizer"]["learning_rate"] == 0.0
   for name, value in weights(frozen).items():
     np.testing.assert_array_equal(value, trained_weights[name], err_msg=name)
-  learned = weights(os.path.join(scratch, "learning"))
-  assert any(not np.array_equal(learned[n], trained_weights[n])
-             for n in trained_weights)
+  for mode, rate in (("learning", config.optimizer.learning_rate),
+                     ("learning_lr_0.0001", 1e-4)):
+    copy = os.path.join(scratch, mode)
+    assert io_utils.read_json(os.path.join(copy, "config.json"))[
+        "optimizer"]["learning_rate"] == rate
+    learned = weights(copy)
+    assert any(not np.array_equal(learned[n], trained_weights[n])
+               for n in trained_weights)
