@@ -26,12 +26,12 @@ rate loses.
   PYTHONPATH=. python benchmarks/online_adaptation.py \\
       --workdir=SWEEP_DIR/train/emulator_oracle/seed3 \\
       [--extra_env_steps 120000] [--skip_env_steps 20000] \\
-      [--learning_rates 1e-3,5e-4] [--output FILE]
+      [--learning_rates 1e-3,5e-4] [--keep DIR] [--output FILE]
 
-The copies live in a temporary directory (the run's workdir is only
-read). The frozen copy's config.json is edited to the learning rate 0
-(the other rates' copies to theirs):
-`python -m i2a.train` refuses to resume with another config, which is
+The copies live in a temporary directory, or under `--keep` (the run's
+workdir is only read). The frozen copy's config.json is edited to the
+learning rate 0 (the other rates' copies to theirs): `python -m
+i2a.train` refuses to resume with another config, which is
 what keeps experiments apart; this is a measurement, not a run.
 """
 
@@ -176,6 +176,10 @@ def main() -> None:
                       help="comma-separated: more learning copies at these "
                       "rates, e.g. 1e-3,5e-4")
   parser.add_argument("--output", default=DEFAULT_OUTPUT)
+  parser.add_argument("--keep", default=None,
+                      help="a new folder to keep the resumed copies in "
+                      "(their metrics, episodes and checkpoints); default: "
+                      "a temporary folder, removed")
   parser.add_argument("--_resume", help=argparse.SUPPRESS)
   parser.add_argument("--_env_steps", type=int, help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -190,8 +194,11 @@ def main() -> None:
   except ValueError:
     parser.error(f"--learning_rates {args.learning_rates!r}: expected "
                  "comma-separated numbers, e.g. 1e-3,5e-4")
+  if args.keep and os.path.exists(args.keep):
+    parser.error(f"--keep {args.keep} exists; name a new folder (the "
+                 "copies are made there).")
   result = measure(args.workdir, args.extra_env_steps, args.skip_env_steps,
-                   learning_rates=learning_rates)
+                   scratch=args.keep, learning_rates=learning_rates)
   result.update(
       benchmark="online_adaptation", machine=platform.node(), cpus=os.cpu_count(),
       date=datetime.datetime.now().isoformat(timespec="seconds"),

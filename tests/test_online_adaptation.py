@@ -132,3 +132,18 @@ def test_a_tiny_run_resumed_learning_and_frozen(tmp_path):
     learned = weights(copy)
     assert any(not np.array_equal(learned[n], trained_weights[n])
                for n in trained_weights)
+
+
+def test_the_command_line_refuses_bad_rates_and_an_existing_keep(tmp_path):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  script = os.path.join(REPO, "benchmarks", "online_adaptation.py")
+  for args, message in (
+      (["--learning_rates", "1e-3,fast"], "--learning_rates '1e-3,fast': "
+       "expected comma-separated numbers"),
+      (["--keep", str(tmp_path)], f"--keep {tmp_path} exists; name a new "
+       "folder")):
+    done = subprocess.run([sys.executable, script, "--workdir", str(tmp_path)]
+                          + args, capture_output=True, text=True, check=False,
+                          env=dict(os.environ, PYTHONPATH=REPO))
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
