@@ -211,6 +211,21 @@ class Plan:
              config_file=j.config_file) for j in self.jobs])
 
 
+def _without_unset(overrides: Dict[str, Any]) -> Dict[str, Any]:
+  """`overrides` less every value None, at any depth: a grid field left
+  unset (`config_dict.placeholder`) overrides nothing, so the config
+  file's value stands and the run is the one made without the field."""
+  kept = {}
+  for key, value in overrides.items():
+    if isinstance(value, dict):
+      value = _without_unset(value)
+      if not value:
+        continue
+    if value is not None:
+      kept[key] = value
+  return kept
+
+
 def _apply_overrides(config: ml_collections.ConfigDict,
                      overrides: Dict[str, Any], where: str,
                      prefix: str = "") -> None:
@@ -422,7 +437,8 @@ def _config_job(stage: str, run: Dict[str, Any], seed: int, where: str,
     config = load_config_file(run["config"])
   except ValueError as e:
     raise ValueError(f"{where}: {e}") from e
-  _apply_overrides(config, run.get("overrides") or {}, where)
+  overrides = _without_unset(run.get("overrides") or {})
+  _apply_overrides(config, overrides, where)
   if "seed" in config:
     config.seed = seed
   deps = []
@@ -446,7 +462,7 @@ def _config_job(stage: str, run: Dict[str, Any], seed: int, where: str,
             "train": lambda c: c.env_steps}[stage](config)
   return Job(stage, run["name"], seed, workdir, _jsonable(config),
              tuple(deps), float(budget), run["config"],
-             _jsonable(run.get("overrides") or {}))
+             _jsonable(overrides))
 
 
 def _model_table_job(run: Dict[str, Any], seed: int, where: str,
