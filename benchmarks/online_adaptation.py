@@ -60,6 +60,8 @@ from i2a.metrics import read_column
 from i2a.run import statistics
 
 MODES = ("learning", "frozen")  # always measured; more with other rates
+DEFAULT_OUTPUT = os.path.join(HERE, "results", "online_adaptation",
+                              "result.json")
 
 
 def modes(learning_rates: Sequence[float] = ()
@@ -71,8 +73,6 @@ def modes(learning_rates: Sequence[float] = ()
     raise ValueError(f"--learning_rates {list(learning_rates)}: expected "
                      "distinct rates above 0 (the frozen copy is the rate 0).")
   return [("learning", None), ("frozen", 0.0)] + extra
-DEFAULT_OUTPUT = os.path.join(HERE, "results", "online_adaptation",
-                              "result.json")
 
 
 def _resume(copy: str, env_steps: int) -> None:
