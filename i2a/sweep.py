@@ -9,6 +9,7 @@ run to completion across sessions, and a report of their results.
   python -m i2a.sweep --combine=A/report/report.json,B/report/report.json \
       --workdir=OUT_DIR [--duplicates=refuse|first|last]
   python -m i2a.sweep --workdir=SWEEP_DIR --compare=emulator_oracle,copy_model
+  python -m i2a.sweep --workdir=SWEEP_DIR --compare=a2c,a2c@OTHER_SWEEP_DIR
 
 Every run gets its own workdir SWEEP_DIR/STAGE/NAME/seedN (the binary's
 workdir: config.json, checkpoints, metrics.csv, ...) and a record
@@ -30,7 +31,10 @@ once. Rerun the same command to continue.
              (i2a/run/sweep_combine.py); runs nothing.
   --compare  A,B: configuration A's returns minus B's over the seeds,
              with the 95% Welch interval of the difference (the report
-             compares every configuration with the first); runs nothing.
+             compares every configuration with the first); NAME@DIR is
+             configuration NAME of another sweep or report directory
+             (the same agent at another learning rate, say); runs
+             nothing.
   --archive  a directory that keeps every finished run's results (not
              its checkpoints or datasets), a stopped training run with
              its newest checkpoint, and the report, e.g. in a
@@ -110,7 +114,8 @@ _COMPARE = flags.DEFINE_list(
     "compare", [], "A,B: print configuration A's returns minus B's (the "
     "difference of the means over seeds with its 95% Welch interval), "
     "from --workdir's runs, or from --workdir/report.json where it holds "
-    "no runs (a combined report); runs nothing.")
+    "no runs (a combined report); NAME@DIR names a configuration of "
+    "another such directory; runs nothing.")
 _PROGRESS_EVERY = flags.DEFINE_float(
     "progress_every_s", 300.0, "Seconds between progress lines while a run "
     "runs (one is printed at every start and end).")

@@ -211,3 +211,35 @@ def test_compare_prints_a_difference_from_a_combined_report(tmp_path):
   assert refused.returncode == 2
   assert "--compare=A,B prints a comparison and runs nothing" in \
       refused.stderr
+
+
+def test_compare_across_directories_names_a_configuration_name_at_dir(
+    tmp_path):
+  """`--compare=a2c,a2c@OTHER`: the same configuration in two report
+  directories (another learning rate, say), A minus B, rows named as
+  given; a configuration against itself and a missing directory refused."""
+  low = _report(tmp_path, "low", [_agent("a2c", {0: 100.0, 1: 110.0,
+                                                  2: 120.0})], [])
+  high = _report(tmp_path, "high", [_agent("a2c", {0: 80.0, 1: 70.0}),
+                                    _agent("i2a", {0: 60.0, 1: 65.0})], [])
+  low_dir, high_dir = os.path.dirname(low), os.path.dirname(high)
+  text = reporting.compare(low_dir, ["a2c", f"a2c@{high_dir}"])
+  expected = statistics.welch_interval([100.0, 110.0, 120.0], [80.0, 70.0])
+  assert text.startswith(f"Against a2c@{high_dir}: each configuration's")
+  assert f"| a2c | evaluation return | {expected.format()} | yes |" in text
+  # Both sides may name other directories.
+  text = reporting.compare(str(tmp_path), [f"i2a@{high_dir}",
+                                           f"a2c@{low_dir}"])
+  expected = statistics.welch_interval([60.0, 65.0], [100.0, 110.0, 120.0])
+  assert (f"| i2a@{high_dir} | evaluation return | {expected.format()} |"
+          in text)
+  with pytest.raises(ValueError, match="a2c against itself; name two "
+                     "configurations, or one of another directory"):
+    reporting.compare(low_dir, ["a2c", "a2c"])
+  missing = str(tmp_path / "missing")
+  with pytest.raises(ValueError, match=f"{missing} is no sweep or report "
+                     "directory"):
+    reporting.compare(low_dir, ["a2c", f"a2c@{missing}"])
+  with pytest.raises(ValueError, match=f"{low_dir} has no agent "
+                     "configuration 'i2a'; it has a2c"):
+    reporting.compare(high_dir, ["i2a", f"i2a@{low_dir}"])

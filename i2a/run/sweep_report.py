@@ -586,14 +586,9 @@ def markdown(results: Dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def compare(where: str, names: Sequence[str]) -> str:
-  """`python -m i2a.sweep --compare=A,B`: A's returns minus B's (the
-  values of COMPARED with two or more seeds on each side), as a markdown
-  table, from the runs of the sweep directory `where`, or from
-  `where`/report.json where it holds no runs (a combined report)."""
-  if len(names) != 2:
-    raise ValueError(f"--compare takes two configurations, A,B; given "
-                     f"{len(names)}: {','.join(names)}.")
+def _agents_of(where: str) -> Dict[str, Dict[str, Any]]:
+  """The agent configurations, by name, of the sweep directory `where`,
+  or of `where`/report.json where it holds no runs (a combined report)."""
   if not os.path.isdir(where):
     raise ValueError(f"--compare: {where} is no sweep or report directory "
                      "(it does not exist).")
@@ -601,12 +596,34 @@ def compare(where: str, names: Sequence[str]) -> str:
   path = os.path.join(where, "report.json")
   if not results["agents"] and os.path.isfile(path):
     results = io_utils.read_json(path)
-  agents = {a["name"]: a for a in results.get("agents", [])}
-  for name in names:
+  return {a["name"]: a for a in results.get("agents", [])}
+
+
+def compare(where: str, names: Sequence[str]) -> str:
+  """`python -m i2a.sweep --compare=A,B`: A's returns minus B's (the
+  values of COMPARED with two or more seeds on each side), as a markdown
+  table, from the runs of the sweep directory `where`, or from
+  `where`/report.json where it holds no runs (a combined report). A name
+  `NAME@DIR` is configuration NAME of another such directory (the same
+  configuration at another budget or learning rate, in a sweep directory
+  of its own); the table names it so."""
+  if len(names) != 2:
+    raise ValueError(f"--compare takes two configurations, A,B; given "
+                     f"{len(names)}: {','.join(names)}.")
+  found = []
+  for qualified in names:
+    name, _, other = qualified.partition("@")
+    agents = _agents_of(other or where)
     if name not in agents:
-      raise ValueError(f"--compare: {where} has no agent configuration "
-                       f"{name!r}; it has {', '.join(agents) or 'none'}.")
-  rows = agent_comparisons([agents[names[1]], agents[names[0]]])
+      raise ValueError(f"--compare: {other or where} has no agent "
+                       f"configuration {name!r}; it has "
+                       f"{', '.join(agents) or 'none'}.")
+    found.append(dict(agents[name], name=qualified))
+  if found[0]["name"] == found[1]["name"]:
+    raise ValueError(f"--compare: {names[0]} against itself; name two "
+                     "configurations, or one of another directory as "
+                     "NAME@DIR.")
+  rows = agent_comparisons([found[1], found[0]])
   if not rows:
     return (f"{names[0]} against {names[1]}: no value with two or more "
             "seeds on each side.")
