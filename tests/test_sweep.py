@@ -988,6 +988,43 @@ def test_two_runs_at_once_and_only_runs_that_fit_in_the_time_left(
   assert all(_record(sweep_dir, run)["units"] == 48 for run in runs)
 
 
+def test_a_running_attempt_is_timed_at_its_own_rate(tmp_path):
+  """The ETA and --fit_runs use the attempts running now: seed 0 finished
+  at 1 env step/s; seed 1 runs for 100 s from 40 to 240 env steps (2/s);
+  a record whose sweep process is gone counts for nothing."""
+  import datetime  # pylint: disable=import-outside-toplevel
+  import socket  # pylint: disable=import-outside-toplevel
+  grid = sweeping.load_grid(_grid_file(tmp_path, PAIR_GRID))
+  grid.env_steps = 1000
+  plan = sweeping.make_plan(grid, str(tmp_path / "sweep"))
+  done, running = plan.job("train/a2c/seed0"), plan.job("train/a2c/seed1")
+  started = (datetime.datetime.now() - datetime.timedelta(seconds=100)
+             ).isoformat(timespec="seconds")
+  for job, record in (
+      (done, dict(state="stopped", units=100.0, seconds=100.0)),
+      (running, dict(state="running", units=40.0, seconds=40.0,
+                     progress_at_start=40.0, started=started,
+                     host=socket.gethostname(), pid=os.getpid()))):
+    os.makedirs(job.workdir)
+    io_utils.atomic_write_json(os.path.join(job.workdir, sweeping.RECORD),
+                               dict(record, id=job.id, stage="train"))
+  with open(os.path.join(running.workdir, "metrics.csv"), "w") as f:
+    f.write("step,env_steps\n1,100\n2,240\n")
+  by_config, by_stage = sweeping._rates(plan)  # pylint: disable=protected-access
+  # 100 + 40 + 200 env steps in 100 + 40 + ~100 s.
+  assert by_config["train/a2c"] == pytest.approx(340 / 240, rel=0.02)
+  assert by_stage["train"] == by_config["train/a2c"]
+  # The sweep process that ran it has died: its attempt is not counted.
+  record = _record(str(tmp_path / "sweep"), running.id)
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True)
+  record["pid"] = int(dead.stdout)
+  io_utils.atomic_write_json(os.path.join(running.workdir, sweeping.RECORD),
+                             record)
+  by_config, _ = sweeping._rates(plan)  # pylint: disable=protected-access
+  assert by_config["train/a2c"] == pytest.approx(140 / 140)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ["configs/sweeps/table1_small.py:tiny",
                                   "configs/sweeps/i2a_minipacman.py:tiny"])

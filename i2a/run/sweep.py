@@ -716,12 +716,40 @@ def _now() -> str:
 
 # -- Listing and progress ------------------------------------------------------
 
+def _running_progress(job: Job, record: Dict[str, Any]
+                      ) -> Tuple[float, float]:
+  """(units gained, seconds) of `job`'s attempt in progress, where its
+  record says it runs in a live sweep process of this host; (0, 0) else
+  (no attempt running, or a record left by a sweep that died)."""
+  if (record.get("state") != "running" or "progress_at_start" not in record
+      or record.get("host") != socket.gethostname()):
+    return 0.0, 0.0
+  try:
+    os.kill(int(record["pid"]), 0)
+  except PermissionError:
+    pass  # alive, another user's
+  except (OSError, KeyError, TypeError, ValueError):
+    return 0.0, 0.0
+  try:
+    started = datetime.datetime.fromisoformat(record["started"])
+  except (KeyError, TypeError, ValueError):
+    return 0.0, 0.0
+  seconds = (datetime.datetime.now() - started).total_seconds()
+  units = progress_units(job) - float(record["progress_at_start"])
+  return (units, seconds) if units > 0 and seconds > 0 else (0.0, 0.0)
+
+
 def _rates(plan: Plan) -> Tuple[Dict[str, float], Dict[str, float]]:
-  """Measured units/s per configuration and per stage, from the records."""
+  """Measured units/s per configuration and per stage, from the records:
+  the finished attempts' and the attempts running now (so a
+  configuration's first runs are timed at their own rate while they run,
+  not at their stage's, which a faster configuration may have set)."""
   totals: Dict[str, List[float]] = {}
   for job in plan.jobs:
     record = read_record(job.workdir) or {}
-    units, seconds = record.get("units", 0.0), record.get("seconds", 0.0)
+    running_units, running_seconds = _running_progress(job, record)
+    units = record.get("units", 0.0) + running_units
+    seconds = record.get("seconds", 0.0) + running_seconds
     if units > 0 and seconds > 0:
       for key in (job.configuration, job.stage):
         total = totals.setdefault(key, [0.0, 0.0])
@@ -922,7 +950,8 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
   before = progress_units(job)
   record.update(state="running", attempts=record.get("attempts", 0) + 1,
                 upstream=upstream, started=_now(), pid=os.getpid(),
-                host=socket.gethostname(), error=None)
+                host=socket.gethostname(), error=None,
+                progress_at_start=before)
   _write_record(job.workdir, record)
   io_utils.atomic_write_json(os.path.join(job.workdir, JOB), dict(
       id=job.id, stage=job.stage, workdir=job.workdir, config=job.config))
