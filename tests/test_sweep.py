@@ -989,9 +989,11 @@ def test_two_runs_at_once_and_only_runs_that_fit_in_the_time_left(
 
 
 def test_a_running_attempt_is_timed_at_its_own_rate(tmp_path):
-  """The ETA and --fit_runs use the attempts running now: seed 0 finished
-  at 1 env step/s; seed 1 runs for 100 s from 40 to 240 env steps (2/s);
-  a record whose sweep process is gone counts for nothing."""
+  """The ETA and --fit_runs use the attempts running now: seed 0's
+  attempts ran at 1 env step/s; seed 1's did too and its attempt running
+  now went from 40 to 240 env steps in 100 s (2/s); where the sweep
+  process of an attempt marked running is gone, that attempt counts for
+  nothing."""
   import datetime  # pylint: disable=import-outside-toplevel
   import socket  # pylint: disable=import-outside-toplevel
   grid = sweeping.load_grid(_grid_file(tmp_path, PAIR_GRID))
