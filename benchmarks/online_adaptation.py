@@ -59,14 +59,14 @@ from i2a import io_utils, metrics, runs
 from i2a.metrics import read_column
 from i2a.run import statistics
 
-MODES = ("learning", "frozen")  # always measured; more with other rates
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "online_adaptation",
                               "result.json")
 
 
 def modes(learning_rates: Sequence[float] = ()
           ) -> List[Tuple[str, Optional[float]]]:
-  """(name, learning rate) of each resumed copy; None: the run's own."""
+  """(name, learning rate) of each resumed copy: always "learning" (None:
+  the run's own rate) and "frozen" (0), then one per extra rate."""
   extra = [(f"learning_lr_{lr:g}", float(lr)) for lr in learning_rates]
   names = [name for name, _ in extra]
   if len(set(names)) != len(names) or any(lr <= 0 for _, lr in extra):
