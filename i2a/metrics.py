@@ -26,6 +26,7 @@ import glob
 import io
 import math
 import os
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -271,6 +272,22 @@ def read_column(path: str, column: str) -> Optional[np.ndarray]:
                    for r in rows])
 
 
+def event_files(directory: str) -> List[str]:
+  """The event files directly in `directory`, in the order they were opened.
+
+  A name is 'events.out.tfevents.SECOND.HOST.PID.COUNTER.v2'; two files
+  opened in one second by one process differ only in the counter, and in
+  plain string order '...9.v2' comes after '...10.v2'. So the names are
+  compared with their digit runs as numbers.
+  """
+  def opened(path: str) -> List[Any]:
+    return [int(part) if part.isdigit() else part
+            for part in re.split(r"(\d+)", os.path.basename(path))]
+
+  paths = tf.io.gfile.glob(os.path.join(directory, "events.*"))
+  return sorted((p for p in paths if not p.endswith(".tmp")), key=opened)
+
+
 def read_summaries(directory: str) -> Dict[str, List[tuple]]:
   """{tag: [(step, value), ...]} of the event files directly in `directory`
   (not its subdirectories, which TensorBoard shows as runs of their own),
@@ -278,7 +295,7 @@ def read_summaries(directory: str) -> Dict[str, List[tuple]]:
   its string tensor as a list of bytes ([width, height, encoded image, ..]),
   with the plugin name first: ('images', [b'w', b'h', b'GIF89a...'])."""
   out: Dict[str, List[tuple]] = {}
-  for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.*"))):
+  for path in event_files(directory):
     for event in tf.compat.v1.train.summary_iterator(path):
       for value in event.summary.value:
         array = tf.make_ndarray(value.tensor)

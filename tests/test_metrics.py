@@ -55,3 +55,19 @@ def test_event_truncation_drops_later_steps_and_a_torn_record(tmp_path):
       "train/loss": [(2, 2.0), (4, 4.0), (6, 0.5)]}
   assert not [n for n in os.listdir(tb) if n.endswith(".tmp")]
   assert tf.io.gfile.exists(path)
+
+
+def test_summaries_are_read_in_the_order_their_files_were_opened(tmp_path):
+  # Two files opened in one second by one process: the counter in their
+  # names sorts the second ('...10.v2') before the first ('...9.v2').
+  tb = str(tmp_path / "tb")
+  for step, counter in ((2, 9), (4, 10)):
+    log = metrics.MetricsLog(str(tmp_path))
+    log.write(step, {"loss": float(step)})
+    log.flush()
+    (new,) = [n for n in os.listdir(tb) if not n.startswith("events.out.x")]
+    os.rename(os.path.join(tb, new),
+              os.path.join(tb, f"events.out.x.100.host.1.{counter}.v2"))
+  assert sorted(os.listdir(tb))[0].endswith(".10.v2")
+  assert [path[-5:] for path in metrics.event_files(tb)] == [".9.v2", "10.v2"]
+  assert metrics.read_summaries(tb) == {"train/loss": [(2, 2.0), (4, 4.0)]}
