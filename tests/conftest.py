@@ -8,6 +8,20 @@ import pytest  # noqa: E402  (after the environment variable)
 
 
 @pytest.fixture(autouse=True)
+def _seeded():
+  """Every test starts from the same seeds, whichever worker runs it and
+  whatever ran before it there: a test's randomly initialised networks are
+  the same on every run, so a result is reproducible where it is read."""
+  import random  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  random.seed(0)
+  np.random.seed(0)
+  tf.random.set_seed(0)
+  yield
+
+
+@pytest.fixture(autouse=True)
 def _fp32_between_tests():
   """The compute precision is process-wide (envmodels/precision.py): a test
   whose runtime chose another one must not change the next test's."""

@@ -278,6 +278,7 @@ def test_the_fingerprint_is_the_content_of_spec_and_variables(exported,
   (export_copy / "spec.json").write_text(json.dumps(data, indent=7))
   assert envmodels.fingerprint(export_copy) == fingerprint  # whitespace
   other = tmp_path / "other"
+  tf.random.set_seed(1)  # not the seed every test (and `exported`) starts at
   envmodels.export(make_model(), str(other))  # same spec, new weights
   assert envmodels.fingerprint(other) != fingerprint
   data["hyperparameters"]["note"] = 1

@@ -552,4 +552,7 @@ def test_the_likelihood_in_the_decoders_blocks_is_the_frames(likelihood):
                                     losses.preprocess_frames(blocks),
                                     likelihood)
   assert full.shape == in_blocks.shape == (2,)
-  np.testing.assert_allclose(in_blocks.numpy(), full.numpy(), rtol=1e-6)
+  # The same 5,760 float32 terms per frame, summed in another order: the
+  # sums agree to a few float32 ulps of the magnitudes summed (about 1e-6
+  # relative was seen), not to 1e-6 always.
+  np.testing.assert_allclose(in_blocks.numpy(), full.numpy(), rtol=1e-5)
