@@ -17,9 +17,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Not run by default: the exporter, the `paper` data's collector,
 # online_adaptation and resume_exactness (a trained run's workdir) need
 # their arguments, and the XLA side runs under an interpreter with jax,
-# not the project's (docs/performance.md, "On a GPU").
+# not the project's (docs/performance.md, "On a GPU"); claim2_summary
+# measures nothing (a picture of the sweeps' committed reports).
 MANUAL = ("export_xla", "xla_speed", "paper_data", "xla_pretrain",
-          "xla_pretrain_report", "online_adaptation", "resume_exactness")
+          "xla_pretrain_report", "online_adaptation", "resume_exactness",
+          "claim2_summary")
 # Modules the scripts import, not benchmarks.
 LIBRARIES = ("run_all", "__init__", "xla_inputs", "packed_data")
 

@@ -16,8 +16,9 @@ and JSON) and the learning curves with intervals over seeds.
 `python -m i2a.sweep` writes it at the end of every invocation (a stopped
 one too), and `--report` alone rewrites it; i2a/run/sweep_combine.py
 pools the seeds of several sweep directories through the same table
-(`summarise`, `markdown`), and `--compare=A,B` prints one pair
-(`compare`). The statistics: i2a/run/statistics.py. The report reads only
+(`summarise`, `markdown`), `--compare=A,B` prints one pair
+(`compare`), and benchmarks/claim2_summary.py draws rows of several
+reports (`agents_of`, `seed_values`). The statistics: i2a/run/statistics.py. The report reads only
 files (no grid needed).
 Layout and columns: docs/experiments.md, "The report".
 """
@@ -58,6 +59,13 @@ COMPARED = (("evaluation_return", "evaluation return"),
              f"training return (last {LAST_FRACTION:.0%})"))
 
 
+def seed_values(agent: Dict[str, Any], key: str) -> List[float]:
+  """An agent configuration's value `key` (one of COMPARED) per finished
+  seed that has it, in the order of its seeds."""
+  return [e[key] for e in agent.get("seeds", [])
+          if e.get("state") == "done" and e.get(key) is not None]
+
+
 def agent_comparisons(agents: Sequence[Dict[str, Any]]
                       ) -> List[Dict[str, Any]]:
   """Every configuration against the first (the grids list the model-free
@@ -65,15 +73,10 @@ def agent_comparisons(agents: Sequence[Dict[str, Any]]
   seeds, the difference of the means and its 95% Welch interval."""
   if len(agents) < 2:
     return []
-
-  def values(agent: Dict[str, Any], key: str) -> List[float]:
-    return [e[key] for e in agent.get("seeds", [])
-            if e.get("state") == "done" and e.get(key) is not None]
-
   reference, out = agents[0], []
   for agent in agents[1:]:
     for key, _ in COMPARED:
-      mine, theirs = values(agent, key), values(reference, key)
+      mine, theirs = seed_values(agent, key), seed_values(reference, key)
       if len(mine) < 2 or len(theirs) < 2:
         continue
       difference = welch_interval(mine, theirs)
@@ -586,7 +589,7 @@ def markdown(results: Dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def _agents_of(where: str) -> Dict[str, Dict[str, Any]]:
+def agents_of(where: str) -> Dict[str, Dict[str, Any]]:
   """The agent configurations, by name, of the sweep directory `where`,
   or of `where`/report.json where it holds no runs (a combined report)."""
   if not os.path.isdir(where):
@@ -613,7 +616,7 @@ def compare(where: str, names: Sequence[str]) -> str:
   found = []
   for qualified in names:
     name, _, other = qualified.partition("@")
-    agents = _agents_of(other or where)
+    agents = agents_of(other or where)
     if name not in agents:
       raise ValueError(f"--compare: {other or where} has no agent "
                        f"configuration {name!r}; it has "
