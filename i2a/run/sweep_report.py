@@ -18,8 +18,8 @@ one too), and `--report` alone rewrites it; i2a/run/sweep_combine.py
 pools the seeds of several sweep directories through the same table
 (`summarise`, `markdown`), `--compare=A,B` prints one pair
 (`compare`), and benchmarks/claim2_summary.py draws rows of several
-reports (`agents_of`, `seed_values`). The statistics: i2a/run/statistics.py. The report reads only
-files (no grid needed).
+reports (`agents_of`, `seed_values`). The statistics:
+i2a/run/statistics.py. The report reads only files (no grid needed).
 Layout and columns: docs/experiments.md, "The report".
 """
 
