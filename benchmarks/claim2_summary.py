@@ -62,6 +62,8 @@ ROWS = (
     "distillation, 7e-4=distill_dssm_det@" + _LR7E4 + ">A2C, 7e-4",
     "distillation, agent-data models, 7e-4=distill_dssm_det@" + _AGENT_LR7E4 +
     ">A2C, 7e-4",
+    "distillation, free-nats sSSM, 7e-4=distill_sssm_free_nats@" + _LR7E4 +
+    ">A2C, 7e-4",
     "emulator oracle, 7e-4=emulator_oracle@" + _LR7E4 + ">A2C, 7e-4",
 )
 
