@@ -1027,6 +1027,27 @@ def test_a_running_attempt_is_timed_at_its_own_rate(tmp_path):
   assert by_config["train/a2c"] == pytest.approx(140 / 140)
 
 
+def test_a_started_run_resumes_before_a_new_one_starts(tmp_path):
+  """Seed 1 was stopped part-way (its metrics.csv reached 12 env steps):
+  a later invocation takes it up before seed 0, which never started,
+  though seed 0 comes first in the plan."""
+  plan = sweeping.make_plan(sweeping.load_grid(_grid_file(tmp_path,
+                                                          PAIR_GRID)),
+                            str(tmp_path / "sweep"))
+  sweep = sweeping.Sweep(plan)
+  ids = [j.id for j in sweeping._ready(sweep, plan.jobs, set())]  # pylint: disable=protected-access
+  assert ids == ["train/a2c/seed0", "train/a2c/seed1"]
+  stopped = plan.job("train/a2c/seed1")
+  os.makedirs(stopped.workdir)
+  with open(os.path.join(stopped.workdir, "metrics.csv"), "w") as f:
+    f.write("step,env_steps\n1,12\n")
+  assert sweeping.progress_units(stopped) == 12
+  ids = [j.id for j in sweeping._ready(sweep, plan.jobs, set())]  # pylint: disable=protected-access
+  assert ids == ["train/a2c/seed1", "train/a2c/seed0"]
+  job, passed = sweeping._next_job(sweep, plan.jobs, set())  # pylint: disable=protected-access
+  assert job.id == "train/a2c/seed1" and passed == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ["configs/sweeps/table1_small.py:tiny",
                                   "configs/sweeps/i2a_minipacman.py:tiny"])

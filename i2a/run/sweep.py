@@ -1037,11 +1037,17 @@ def _run_job(job: Job, sweep: Sweep, control: Control, jobs: Sequence[Job],
 
 def _ready(sweep: Sweep, jobs: Sequence[Job], attempted: set) -> List[Job]:
   """The jobs that can start: their dependencies done, not done, not tried
-  (nor running) in this invocation; the evaluations first."""
+  (nor running) in this invocation. The evaluations first, then the runs
+  an earlier invocation started (they resume from their checkpoints),
+  then the rest, each group in the plan's order: a sweep stopped and
+  continued finishes what it began before it begins anything new."""
   ready = [j for j in jobs if j.id not in attempted and not sweep.is_done(j)
            and all(sweep.is_done(sweep.plan.job(d)) for d in j.deps)]
-  return ([j for j in ready if j.stage in DERIVED] +
-          [j for j in ready if j.stage not in DERIVED])
+  derived = [j for j in ready if j.stage in DERIVED]
+  started = [j for j in ready
+             if j.stage not in DERIVED and progress_units(j) > 0]
+  first = {j.id for j in derived + started}
+  return derived + started + [j for j in ready if j.id not in first]
 
 
 def expected_seconds(job: Job, rates: Tuple[Dict[str, float],
