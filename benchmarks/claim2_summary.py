@@ -64,6 +64,8 @@ ROWS = (
     ">A2C, 7e-4",
     "distillation, free-nats sSSM, 7e-4=distill_sssm_free_nats@" + _LR7E4 +
     ">A2C, 7e-4",
+    "distillation, collapsed sSSM, 7e-4=distill_sssm@" + _LR7E4 +
+    ">A2C, 7e-4",
     "emulator oracle, 7e-4=emulator_oracle@" + _LR7E4 + ">A2C, 7e-4",
 )
 
