@@ -17,9 +17,9 @@ workdir: config.json, checkpoints, metrics.csv, ...) and a record
 (sweep_run.log). Runs run one at a time (--jobs at once), each in its own
 process, in dependency order; finished runs are skipped, interrupted ones
 resume from their checkpoints (before new ones start), failed ones are
-retried, and runs that do not depend on a failure go on. SIGINT/SIGTERM (or --stop_after): the
-current runs checkpoint and the sweep ends; a second signal ends them at
-once. Rerun the same command to continue.
+retried, and runs that do not depend on a failure go on. SIGINT/SIGTERM
+(or --stop_after): the current runs checkpoint and the sweep ends; a
+second signal ends them at once. Rerun the same command to continue.
 
   --list     the runs and their states (pending, running, done, failed
              with the error), progress and ETA; runs nothing.
