@@ -1043,11 +1043,13 @@ def _ready(sweep: Sweep, jobs: Sequence[Job], attempted: set) -> List[Job]:
   continued finishes what it began before it begins anything new."""
   ready = [j for j in jobs if j.id not in attempted and not sweep.is_done(j)
            and all(sweep.is_done(sweep.plan.job(d)) for d in j.deps)]
-  derived = [j for j in ready if j.stage in DERIVED]
-  started = [j for j in ready
-             if j.stage not in DERIVED and progress_units(j) > 0]
-  first = {j.id for j in derived + started}
-  return derived + started + [j for j in ready if j.id not in first]
+
+  def rank(job: Job) -> int:
+    if job.stage in DERIVED:
+      return 0
+    return 1 if progress_units(job) > 0 else 2
+
+  return sorted(ready, key=rank)  # stable: the plan's order within a rank
 
 
 def expected_seconds(job: Job, rates: Tuple[Dict[str, float],
