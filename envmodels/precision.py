@@ -23,6 +23,12 @@ Precisions (config `precision`):
   'auto'  'bf16' on a CPU-only machine whose CPU has AMX-BF16 or
           AVX512-BF16, else 'fp32' (also on GPUs: the fp16 path has not
           been measured against fp32 here; pass 'fp16' to use it).
+          The environment variable I2A_AUTO_PRECISION (AUTO_ENV), where
+          set, pins what 'auto' means in this process and the processes
+          it starts: `I2A_AUTO_PRECISION=fp32 python -m i2a.sweep ...`
+          keeps a sweep whose earlier runs computed in float32 in float32
+          on a machine with bf16 too, without changing any run's config
+          (and so its fingerprint). precision.json records the pin.
 
 Weight copies (`WeightCopies`): under 'bf16' the rewrite casts each float32
 weight at every call of a graph; where the weights change rarely (an
@@ -87,6 +93,8 @@ _LIST_EDITS = ("DENYLIST_ADD", "INFERLIST_REMOVE", "CLEARLIST_REMOVE",
                "ALLOWLIST_REMOVE")
 _REWRITES = {"bf16": "auto_mixed_precision_onednn_bfloat16",
              "fp16": "auto_mixed_precision"}
+# Where set (non-empty), what 'auto' resolves to: 'fp32', 'bf16' or 'fp16'.
+AUTO_ENV = "I2A_AUTO_PRECISION"
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,9 +132,12 @@ def resolve(precision: str) -> str:
   """The precision `precision` means on this machine ('auto' resolved);
   ValueError for one the machine cannot run."""
   check(precision)
-  gpu = _has_gpu()
   if precision == "auto":
-    return "bf16" if (cpu_has_bf16() and not gpu) else "fp32"
+    pinned = auto_pin()
+    if pinned:
+      return resolve(pinned)
+    return "bf16" if (cpu_has_bf16() and not _has_gpu()) else "fp32"
+  gpu = _has_gpu()
   if precision == "fp16" and not gpu:
     raise ValueError("precision='fp16' is the GPU mixed-precision path, and "
                      "this machine has no GPU; use 'auto', 'bf16' or 'fp32'.")
@@ -134,6 +145,18 @@ def resolve(precision: str) -> str:
     raise ValueError("precision='bf16' is the CPU (oneDNN) rewrite; on a GPU "
                      "use 'fp16' or 'fp32'.")
   return precision
+
+
+def auto_pin() -> str:
+  """The precision AUTO_ENV pins 'auto' to ('' where unset); ValueError
+  for a value that is not a precision."""
+  pinned = os.environ.get(AUTO_ENV, "")
+  if pinned and pinned not in PRECISIONS[1:]:
+    raise ValueError(
+        f"{AUTO_ENV}={pinned!r}: expected one of {PRECISIONS[1:]} (what "
+        "precision='auto' means in this process), or unset it for the "
+        "machine's own choice.")
+  return pinned
 
 
 # What the last set_precision set (None: not called; then read off

@@ -135,6 +135,7 @@ def prepare_workdir(workdir: str, config: ml_collections.ConfigDict,
     io_utils.atomic_write_json(os.path.join(workdir, PRECISION), dict(
         requested=config.precision, resolved=precision.current(),
         cpu_has_bf16=precision.cpu_has_bf16(),
+        auto_pinned=precision.auto_pin() or None,  # I2A_AUTO_PRECISION
         **precision.threads_record(config.get("threads",
                                               precision.THREADS_AUTO))))
   if protocol is not None:

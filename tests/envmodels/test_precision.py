@@ -33,6 +33,33 @@ def test_auto_is_bf16_exactly_where_the_cpu_computes_it():
       precision.resolve("fp16")
 
 
+def test_the_environment_pins_what_auto_means(monkeypatch, tmp_path):
+  from configs.agents import a2c as a2c_config  # pylint: disable=import-outside-toplevel
+  from i2a import runs  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv(precision.AUTO_ENV, "fp32")
+  assert precision.resolve("auto") == "fp32"
+  assert precision.resolve("bf16") == "bf16"  # only 'auto' is pinned
+  config = a2c_config.get_config("small")
+  try:
+    assert runs.use_precision(config) == "fp32"
+    runs.prepare_workdir(str(tmp_path), config, None)
+  finally:
+    precision.set_precision("fp32")
+  record = json.loads((tmp_path / runs.PRECISION).read_text())
+  assert (record["requested"], record["resolved"],
+          record["auto_pinned"]) == ("auto", "fp32", "fp32")
+  if not tf.config.list_physical_devices("GPU"):
+    monkeypatch.setenv(precision.AUTO_ENV, "fp16")
+    with pytest.raises(ValueError, match="no GPU"):
+      precision.resolve("auto")
+  monkeypatch.setenv(precision.AUTO_ENV, "half")
+  with pytest.raises(ValueError, match=r"I2A_AUTO_PRECISION='half': "
+                     r"expected one of \('fp32', 'bf16', 'fp16'\)"):
+    precision.resolve("auto")
+  monkeypatch.delenv(precision.AUTO_ENV)
+  assert precision.auto_pin() == ""
+
+
 def test_scope_sets_and_restores_the_process_precision():
   assert precision.current() == "fp32"
   with precision.scope("auto") as resolved:
