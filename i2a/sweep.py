@@ -44,7 +44,9 @@ second signal ends them at once. Rerun the same command to continue.
              0: never) the training runs in progress are archived with
              their newest checkpoints too.
   --only     runs matching a glob on the run id ('train/a2c/*') or a
-             substring ('a2c'); the others are left as they are.
+             substring ('a2c'); the others are left as they are. The
+             patterns are in priority order: runs the first matches
+             start before those only later ones match.
   --jobs     runs at once (default 1), each its own process; with
              --list, the ETA for that many.
   --fit_runs with --stop_after: a run starts only if it is expected to
@@ -80,7 +82,8 @@ _WORKDIR = flags.DEFINE_string(
 cli.require_unless_print_config(_WORKDIR)
 _ONLY = flags.DEFINE_list(
     "only", [], "Runs to consider: globs on the run id (train/a2c/*) or "
-    "substrings, comma-separated; default all.")
+    "substrings, comma-separated, in priority order (the first pattern's "
+    "runs start first); default all, in the plan's order.")
 _LIST = flags.DEFINE_bool("list", False, "List the runs and their states; "
                           "run nothing.")
 _REPORT = flags.DEFINE_bool("report", False, "Write the report from the "

@@ -362,6 +362,32 @@ def test_a_wrong_field_or_stage_is_refused(tmp_path):
     sweeping.select(plan, ["nothing"])
 
 
+def test_only_patterns_order_the_runs_by_priority(tmp_path):
+  """--only's patterns in priority order: the first one's runs start
+  before those only later ones match, each group in the plan's order
+  (seed by seed), where the plan alone would interleave them."""
+  grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))
+  plan = sweeping.make_plan(grid, str(tmp_path / "sweep"))
+  trains = [j.id for j in plan.jobs if j.stage == "train"]
+  assert trains == ["train/a2c/seed0", "train/i2a/seed0",
+                    "train/broken/seed0", "train/a2c/seed1"]
+  selected = sweeping.select(plan, ["broken", "train/a2c/*", "a2c"])
+  assert [j.id for j in selected] == [
+      "train/broken/seed0", "evaluate/broken/seed0",  # both contain it
+      "train/a2c/seed0", "train/a2c/seed1",
+      "evaluate/a2c/seed0", "evaluate/a2c/seed1"]
+  # A run matched by two patterns comes once, at the first one's rank.
+  assert [j.id for j in sweeping.select(plan, ["train/a2c/seed1", "a2c"])
+          ][:2] == ["train/a2c/seed1", "train/a2c/seed0"]
+  # What the scheduler would start first on a fresh directory: the ready
+  # runs (no evaluation is ready before its training) in that order.
+  ready = sweeping._ready(sweeping.Sweep(plan), selected, attempted=set())
+  assert [j.id for j in ready] == [
+      "train/broken/seed0", "train/a2c/seed0", "train/a2c/seed1"]
+  assert [j.id for j in sweeping.select(plan, [])] == [
+      j.id for j in plan.jobs]
+
+
 def test_a_collection_acts_with_a_train_runs_policy_and_waits_for_it(
     tmp_path):
   grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))

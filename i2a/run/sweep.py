@@ -486,7 +486,13 @@ def _model_table_job(run: Dict[str, Any], seed: int, where: str,
 def select(plan: Plan, only: Sequence[str]) -> List[Job]:
   """The jobs matching any pattern of `only` (all without patterns): a
   glob on the run id ('train/a2c/*'), or a substring without glob
-  characters ('a2c'). A pattern that matches nothing is refused."""
+  characters ('a2c'). A pattern that matches nothing is refused.
+
+  The patterns are in priority order: the jobs that the first one matches
+  come first, then those that only later ones match, each group in the
+  plan's order (seed by seed). `run_sweep` starts ready jobs in this
+  order, so 'train/b/*,train/c/seed0' finishes b's seeds before it takes
+  up c, where the plan's order alone would interleave them."""
   patterns = [p for p in only if p]
   if not patterns:
     return list(plan.jobs)
@@ -500,7 +506,13 @@ def select(plan: Plan, only: Sequence[str]) -> List[Job]:
     if not any(matches(pattern, j) for j in plan.jobs):
       raise ValueError(f"--only={pattern!r} matches no run of the grid "
                        f"(runs are named like {plan.jobs[0].id!r}).")
-  return [j for j in plan.jobs if any(matches(p, j) for p in patterns)]
+  def priority(job: Job) -> Optional[int]:
+    return next((i for i, p in enumerate(patterns) if matches(p, job)),
+                None)
+
+  ranked = [(priority(j), n, j) for n, j in enumerate(plan.jobs)]
+  return [j for rank, _, j in sorted(
+      (r for r in ranked if r[0] is not None), key=lambda r: r[:2])]
 
 
 # -- Job states ----------------------------------------------------------------
@@ -1039,8 +1051,9 @@ def _ready(sweep: Sweep, jobs: Sequence[Job], attempted: set) -> List[Job]:
   """The jobs that can start: their dependencies done, not done, not tried
   (nor running) in this invocation. The evaluations first, then the runs
   an earlier invocation started (they resume from their checkpoints),
-  then the rest, each group in the plan's order: a sweep stopped and
-  continued finishes what it began before it begins anything new."""
+  then the rest, each group in the order of `jobs` (`select`'s: --only's
+  patterns first, then the plan's): a sweep stopped and continued
+  finishes what it began before it begins anything new."""
   ready = [j for j in jobs if j.id not in attempted and not sweep.is_done(j)
            and all(sweep.is_done(sweep.plan.job(d)) for d in j.deps)]
 
@@ -1049,7 +1062,7 @@ def _ready(sweep: Sweep, jobs: Sequence[Job], attempted: set) -> List[Job]:
       return 0
     return 1 if progress_units(job) > 0 else 2
 
-  return sorted(ready, key=rank)  # stable: the plan's order within a rank
+  return sorted(ready, key=rank)  # stable: the order of `jobs` within a rank
 
 
 def expected_seconds(job: Job, rates: Tuple[Dict[str, float],
