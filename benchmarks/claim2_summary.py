@@ -67,6 +67,7 @@ ROWS = (
     "distillation, collapsed sSSM, 7e-4=distill_sssm@" + _LR7E4 +
     ">A2C, 7e-4",
     "learning to query, 7e-4=learning_to_query@" + _LR7E4 + ">A2C, 7e-4",
+    "uniform rollouts, 7e-4=uniform_rollouts@" + _LR7E4 + ">A2C, 7e-4",
     "emulator oracle, 7e-4=emulator_oracle@" + _LR7E4 + ">A2C, 7e-4",
 )
 
