@@ -511,7 +511,7 @@ def select(plan: Plan, only: Sequence[str]) -> List[Job]:
                 None)
 
   ranked = [(priority(j), n, j) for n, j in enumerate(plan.jobs)]
-  return [j for rank, _, j in sorted(
+  return [j for _, _, j in sorted(
       (r for r in ranked if r[0] is not None), key=lambda r: r[:2])]
 
 
