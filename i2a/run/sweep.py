@@ -506,13 +506,9 @@ def select(plan: Plan, only: Sequence[str]) -> List[Job]:
     if not any(matches(pattern, j) for j in plan.jobs):
       raise ValueError(f"--only={pattern!r} matches no run of the grid "
                        f"(runs are named like {plan.jobs[0].id!r}).")
-  def priority(job: Job) -> Optional[int]:
-    return next((i for i, p in enumerate(patterns) if matches(p, job)),
-                None)
-
-  ranked = [(priority(j), n, j) for n, j in enumerate(plan.jobs)]
-  return [j for _, _, j in sorted(
-      (r for r in ranked if r[0] is not None), key=lambda r: r[:2])]
+  chosen = [j for j in plan.jobs if any(matches(p, j) for p in patterns)]
+  return sorted(chosen, key=lambda job: next(  # stable: the plan's order
+      i for i, p in enumerate(patterns) if matches(p, job)))
 
 
 # -- Job states ----------------------------------------------------------------
