@@ -135,6 +135,18 @@ ROWS: Dict[str, Row] = {
         _I2A, "minipacman",
         setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
                               "minipacman")),
+    # Rendered imaginations: the learner queries the model again and
+    # renders ('auto' for pixels: 'recompute'), or reads the frames the
+    # actor stored ('actor'), side by side.
+    "i2a_pixels/minipacman": Row(
+        _I2A, "minipacman", {"network.imagination": "pixels"},
+        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
+                              "minipacman")),
+    "i2a_pixels_actor/minipacman": Row(
+        _I2A, "minipacman", {"network.imagination": "pixels",
+                             "network.learner_rollouts": "actor"},
+        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
+                              "minipacman")),
     # More environments per actor (the batch grows with them): what the
     # per-call costs come to when each call serves 32 windows.
     "a2c/minipacman_32envs": Row("configs/agents/a2c.py", "minipacman",
