@@ -388,6 +388,30 @@ def test_only_patterns_order_the_runs_by_priority(tmp_path):
       j.id for j in plan.jobs]
 
 
+def test_runs_that_only_leaves_out_are_named_at_the_start(tmp_path):
+  """A selection whose runs need runs that --only leaves out and that are
+  not done (here the dataset, never collected) says so when it starts,
+  naming both and the --only that would run them, and starts nothing."""
+  grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))
+  sweep_dir = str(tmp_path / "sweep")
+  plan = sweeping.make_plan(grid, sweep_dir)
+  selected = sweeping.select(plan, ["pretrain/", "evaluate_models"])
+  assert sweeping.left_out(plan, selected, lambda job: False) == {
+      "collect/random/seed0": ["pretrain/ar/seed0", "pretrain/dssm_det/seed0",
+                               "evaluate_models/table/seed0"]}
+  # Selected together, or done, they are not left out.
+  assert sweeping.left_out(plan, sweeping.select(
+      plan, ["collect/random/*", "pretrain/"]), lambda job: False) == {}
+  assert sweeping.left_out(plan, selected, lambda job: True) == {}
+  result, out = _run(grid, sweep_dir, only=["pretrain/", "evaluate_models"])
+  assert result["ran"] == []
+  assert ("3 selected run(s) (pretrain/ar/seed0, pretrain/dssm_det/seed0, "
+          "evaluate_models/table/seed0) wait for runs that --only leaves "
+          "out and that are not done: collect/random/seed0. They cannot "
+          "start in this invocation; add them to --only (--only=pretrain/,"
+          "evaluate_models,collect/random/seed0).") in out
+
+
 def test_a_collection_acts_with_a_train_runs_policy_and_waits_for_it(
     tmp_path):
   grid = sweeping.load_grid(_grid_file(tmp_path, TEST_GRID))

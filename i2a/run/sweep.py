@@ -72,7 +72,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import (Any, Callable, Dict, List, Optional, Sequence, TextIO,
+                    Tuple)
 
 import ml_collections
 import numpy as np
@@ -509,6 +510,23 @@ def select(plan: Plan, only: Sequence[str]) -> List[Job]:
   chosen = [j for j in plan.jobs if any(matches(p, j) for p in patterns)]
   return sorted(chosen, key=lambda job: next(  # stable: the plan's order
       i for i, p in enumerate(patterns) if matches(p, job)))
+
+
+def left_out(plan: Plan, selected: Sequence[Job],
+             is_done: Callable[[Job], bool]) -> Dict[str, List[str]]:
+  """{id of a run the selection needs but leaves out and that is not
+  done: [ids of the selected runs that wait for it]}, in the plan's order.
+  Such runs cannot start in this invocation (e.g. --only='pretrain/x/*'
+  in a directory whose dataset was never collected, or was not restored:
+  collections are not archived)."""
+  chosen = {j.id for j in selected}
+  waiting: Dict[str, List[str]] = {}
+  for job in selected:
+    for dep in job.deps:
+      if dep not in chosen and not is_done(plan.job(dep)):
+        waiting.setdefault(dep, []).append(job.id)
+  order = {j.id: i for i, j in enumerate(plan.jobs)}
+  return dict(sorted(waiting.items(), key=lambda item: order[item[0]]))
 
 
 # -- Job states ----------------------------------------------------------------
@@ -1169,6 +1187,18 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
     if skipped:
       print(f"[sweep {plan.name}] {len(skipped)} of {len(selected)} runs "
             "are done already: skipped", file=stream, flush=True)
+    missing = left_out(plan, selected, sweep.is_done)
+    if missing:
+      order = [j.id for j in selected]
+      waits = sorted({i for ids in missing.values() for i in ids},
+                     key=order.index)
+      patterns = ",".join([p for p in only if p] + list(missing))
+      print(f"[sweep {plan.name}] {len(waits)} selected run(s) ("
+            f"{', '.join(waits[:4])}{' ...' if len(waits) > 4 else ''}) "
+            "wait for runs that --only leaves out and that are not done: "
+            f"{', '.join(missing)}. They cannot start in this invocation; "
+            f"add them to --only (--only={patterns}).", file=stream,
+            flush=True)
     # Each running job's thread waits on its child and puts (id, state).
     running: Dict[str, threading.Thread] = {}
     finished: "queue.Queue[Tuple[str, str]]" = queue.Queue()
