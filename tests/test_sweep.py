@@ -403,6 +403,10 @@ def test_runs_that_only_leaves_out_are_named_at_the_start(tmp_path):
   assert sweeping.left_out(plan, sweeping.select(
       plan, ["collect/random/*", "pretrain/"]), lambda job: False) == {}
   assert sweeping.left_out(plan, selected, lambda job: True) == {}
+  # A done run does not wait (its dataset deleted since, say).
+  assert sweeping.left_out(plan, selected,
+                           lambda job: job.stage == "pretrain") == {
+      "collect/random/seed0": ["evaluate_models/table/seed0"]}
   result, out = _run(grid, sweep_dir, only=["pretrain/", "evaluate_models"])
   assert result["ran"] == []
   assert ("3 selected run(s) (pretrain/ar/seed0, pretrain/dssm_det/seed0, "

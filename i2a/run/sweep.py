@@ -515,13 +515,15 @@ def select(plan: Plan, only: Sequence[str]) -> List[Job]:
 def left_out(plan: Plan, selected: Sequence[Job],
              is_done: Callable[[Job], bool]) -> Dict[str, List[str]]:
   """{id of a run the selection needs but leaves out and that is not
-  done: [ids of the selected runs that wait for it]}, in the plan's order.
-  Such runs cannot start in this invocation (e.g. --only='pretrain/x/*'
-  in a directory whose dataset was never collected, or was not restored:
-  collections are not archived)."""
+  done: [ids of the selected runs, not done, that wait for it]}, in the
+  plan's order. Such runs cannot start in this invocation (e.g.
+  --only='pretrain/x/*' in a directory whose dataset was never collected,
+  or was not restored: collections are not archived)."""
   chosen = {j.id for j in selected}
   waiting: Dict[str, List[str]] = {}
   for job in selected:
+    if is_done(job):
+      continue
     for dep in job.deps:
       if dep not in chosen and not is_done(plan.job(dep)):
         waiting.setdefault(dep, []).append(job.id)
