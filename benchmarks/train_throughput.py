@@ -128,33 +128,31 @@ _I2A = "configs/agents/i2a.py"
 # action) of depth tau = 3 of a jumpy (c = 3) model, abstract imaginations.
 _DSSM_DET_SMALL = envmodel_export("configs/envmodels/dssm_det.py", _I2A,
                                   "small")
+# MiniPacman 16x24, 5 actions; the `minipacman` I2A's dSSM-DET (c = 1).
+_DSSM_DET_MINIPACMAN = envmodel_export("configs/envmodels/dssm_det.py", _I2A,
+                                       "minipacman")
 
 ROWS: Dict[str, Row] = {
     "a2c/minipacman": Row("configs/agents/a2c.py", "minipacman"),
-    "i2a_distillation/minipacman": Row(
-        _I2A, "minipacman",
-        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
-                              "minipacman")),
+    "i2a_distillation/minipacman": Row(_I2A, "minipacman",
+                                       setup=_DSSM_DET_MINIPACMAN),
     # Rendered imaginations: the learner queries the model again and
     # renders ('auto' for pixels: 'recompute'), or reads the frames the
     # actor stored ('actor'), side by side.
     "i2a_pixels/minipacman": Row(
         _I2A, "minipacman", {"network.imagination": "pixels"},
-        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
-                              "minipacman")),
+        setup=_DSSM_DET_MINIPACMAN),
     "i2a_pixels_actor/minipacman": Row(
         _I2A, "minipacman", {"network.imagination": "pixels",
                              "network.learner_rollouts": "actor"},
-        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
-                              "minipacman")),
+        setup=_DSSM_DET_MINIPACMAN),
     # More environments per actor (the batch grows with them): what the
     # per-call costs come to when each call serves 32 windows.
     "a2c/minipacman_32envs": Row("configs/agents/a2c.py", "minipacman",
                                  {"num_envs": 32, "batch_size": 32}),
     "i2a_distillation/minipacman_32envs": Row(
         _I2A, "minipacman", {"num_envs": 32, "batch_size": 32},
-        setup=envmodel_export("configs/envmodels/dssm_det.py", _I2A,
-                              "minipacman")),
+        setup=_DSSM_DET_MINIPACMAN),
     # The emulator oracle: its rollouts run in the actor (side inputs).
     "i2a_oracle/minipacman": Row(_I2A, "minipacman",
                                  {"network.model": "oracle"}),

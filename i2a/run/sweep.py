@@ -1191,9 +1191,8 @@ def run_sweep(grid: ml_collections.ConfigDict, sweep_dir: str,
             "are done already: skipped", file=stream, flush=True)
     missing = left_out(plan, selected, sweep.is_done)
     if missing:
-      order = [j.id for j in selected]
-      waits = sorted({i for ids in missing.values() for i in ids},
-                     key=order.index)
+      waiting = {i for ids in missing.values() for i in ids}
+      waits = [j.id for j in selected if j.id in waiting]
       patterns = ",".join([p for p in only if p] + list(missing))
       print(f"[sweep {plan.name}] {len(waits)} selected run(s) ("
             f"{', '.join(waits[:4])}{' ...' if len(waits) > 4 else ''}) "
