@@ -68,6 +68,11 @@ ROWS = (
     ">A2C, 7e-4",
     "learning to query, 7e-4=learning_to_query@" + _LR7E4 + ">A2C, 7e-4",
     "uniform rollouts, 7e-4=uniform_rollouts@" + _LR7E4 + ">A2C, 7e-4",
+    "pixel imaginations, 7e-4=pixel_imagination@" + _LR7E4 + ">A2C, 7e-4",
+    "imagination prior, collapsed sSSM, 7e-4=imagination_prior@" + _LR7E4 +
+    ">A2C, 7e-4",
+    "imagination prior, free-nats sSSM, 7e-4=imagination_prior_free_nats@" +
+    _LR7E4 + ">A2C, 7e-4",
     "emulator oracle, 7e-4=emulator_oracle@" + _LR7E4 + ">A2C, 7e-4",
 )
 
