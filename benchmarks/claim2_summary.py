@@ -213,7 +213,7 @@ def plot(path: str, summary: Sequence[Dict[str, Any]], value_label: str
   left.invert_yaxis()
   left.set_xlabel(f"{value_label}: seeds, mean, 95% t interval")
   right.axvline(0.0, color="black", lw=0.8)
-  right.set_xlabel("minus the reference's mean, 95% Welch interval\n"
+  right.set_xlabel("minus the reference's mean,\n95% Welch interval "
                    "(filled: excludes 0)")
   for ax in (left, right):
     ax.grid(alpha=0.3, axis="x")
