@@ -524,7 +524,7 @@ def test_the_table1_grid(preset, tmp_path):
     assert protocol["observation_size"] == [104, 80]
 
 
-@pytest.mark.parametrize("preset", ["minipacman", "regular", "tiny"])
+@pytest.mark.parametrize("preset", ["minipacman", "regular", "hunt", "tiny"])
 def test_the_i2a_minipacman_grid(preset, tmp_path):
   grid = sweeping.load_grid(f"configs/sweeps/i2a_minipacman.py:{preset}")
   plan = sweeping.make_plan(grid, str(tmp_path))
@@ -535,7 +535,7 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
   full = preset != "tiny"
   depths = (1, 2, 4) if full else (1,)
   free_nats = (["distill_sssm_free_nats", "imagination_prior_free_nats"]
-               if preset == "regular" else [])
+               if preset in ("regular", "hunt") else [])
   assert list(by_name) == [
       "a2c", "copy_model", "distill_dssm_det", "distill_sssm",
       "learning_to_query", "imagination_prior", "uniform_rollouts",
@@ -545,8 +545,8 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
   for jobs in by_name.values():
     assert [j.seed for j in jobs] == seeds
   config = {name: jobs[0].config for name, jobs in by_name.items()}
-  env_id = ("MiniPacman-regular-v0" if preset == "regular"
-            else "MiniPacman-avoid-v0")
+  env_id = {"regular": "MiniPacman-regular-v0",
+            "hunt": "MiniPacman-hunt-v0"}.get(preset, "MiniPacman-avoid-v0")
   assert all(c["protocol"]["env_id"] == env_id for c in config.values())
   # The collected data is of the same task.
   assert plan.jobs[0].config["protocol"]["env_id"] == env_id
@@ -595,6 +595,18 @@ def test_the_i2a_minipacman_grid(preset, tmp_path):
     assert net[f"depth_{tau}"]["depth"] == tau
     assert dict(config[f"depth_{tau}"], network=None) == base
     assert by_name[f"depth_{tau}"][0].deps == ("pretrain/dssm_det/seed0",)
+  if preset == "hunt":  # the regular grid on another task, nothing else
+    regular = sweeping.make_plan(
+        sweeping.load_grid("configs/sweeps/i2a_minipacman.py:regular"),
+        str(tmp_path))
+    assert [j.id for j in regular.jobs] == [j.id for j in plan.jobs]
+    for job in plan.jobs:
+      ours, theirs = job.config, regular.job(job.id).config
+      if "protocol" in ours:
+        assert theirs["protocol"]["env_id"] == "MiniPacman-regular-v0"
+        ours = dict(ours, protocol=dict(
+            ours["protocol"], env_id="MiniPacman-regular-v0"))
+      assert ours == theirs, job.id
 
 
 def test_the_agent_data_grid_collects_with_a_playing_agent(tmp_path):

@@ -37,7 +37,11 @@ learn from); give the grid a sweep directory of its own, as for another
 Presets: minipacman (the experiment on MiniPacman-avoid), regular (the
 same grid on MiniPacman-regular: on avoid every agent, the emulator oracle
 included, settles on standing still within 1M env steps, so the agents
-cannot differ there; docs/results.md), regular_agent_data (on regular,
+cannot differ there; docs/results.md), hunt (the regular preset's grid,
+free-nats models and agents included, on MiniPacman-hunt: rewards only for
+power pills (1) and eaten ghosts (10), -20 for being caught, levels of at
+most 80 steps, a task on which the I2A paper's agents differ most),
+regular_agent_data (on regular,
 distillation over dSSM-DETs pretrained on a playing agent's data instead
 of the random policy's: an A2C `behaviour` run of `behaviour_env_steps`
 (seed 0), whose newest checkpoint collects the data with
@@ -54,11 +58,13 @@ from ml_collections import config_dict
 
 from configs import common
 
-PRESETS = ("minipacman", "regular", "regular_agent_data", "tiny")
+PRESETS = ("minipacman", "regular", "hunt", "regular_agent_data", "tiny")
 # The MiniPacman task of each preset (the agent and collect presets'
 # default is avoid).
-TASKS = {"minipacman": "avoid", "regular": "regular",
+TASKS = {"minipacman": "avoid", "regular": "regular", "hunt": "hunt",
          "regular_agent_data": "regular", "tiny": "avoid"}
+# The presets that add the free-nats sSSMs and the agents over them.
+FREE_NATS_PRESETS = ("regular", "hunt")
 A2C = "configs/agents/a2c.py"
 I2A = "configs/agents/i2a.py"
 # Free nats per step (summed over the latent map) of the regular preset's
@@ -72,10 +78,10 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
                                "configs/sweeps/i2a_minipacman.py")
   tiny = preset == "tiny"
   task = TASKS[preset]
-  # Runs of the other presets keep their names; `regular` runs the
-  # `minipacman` presets of every stage on its task.
-  stage_preset = ("minipacman" if preset.startswith("regular") else
-                  preset)
+  # Runs of the other presets keep their names; `regular` and `hunt` run
+  # the `minipacman` presets of every stage on their tasks.
+  stage_preset = ("minipacman" if preset.startswith("regular")
+                  or preset == "hunt" else preset)
   protocol = dict(env_id=f"MiniPacman-{task}-v0")
   grid = ml_collections.ConfigDict()
   grid.name = f"i2a_minipacman_{preset}"
@@ -113,7 +119,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
     return _agent_data_grid(grid, protocol, model, agent)
   grid.pretrain = tuple(model(kind) for kind in
                         ("dssm_det", "sssm", "sssm_action_free"))
-  if preset == "regular":
+  if preset in FREE_NATS_PRESETS:
     grid.pretrain += tuple(model(kind, "_free_nats", free_nats=FREE_NATS)
                            for kind in ("sssm", "sssm_action_free"))
   grid.train = (
@@ -132,7 +138,7 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
       agent("emulator_oracle", I2A, model="oracle"),
   ) + tuple(agent(f"depth_{tau}", I2A, "pretrain/dssm_det", depth=tau)
             for tau in ((1,) if tiny else (1, 2, 4)))
-  if preset == "regular":
+  if preset in FREE_NATS_PRESETS:
     grid.train += (
         agent("distill_sssm_free_nats", I2A, "pretrain/sssm_free_nats"),
         agent("imagination_prior_free_nats", I2A,
