@@ -40,7 +40,7 @@ included, settles on standing still within 1M env steps, so the agents
 cannot differ there; docs/results.md), hunt (the regular preset's grid,
 free-nats models and agents included, on MiniPacman-hunt: rewards only for
 power pills (1) and eaten ghosts (10), -20 for being caught, levels of at
-most 80 steps, a task on which the I2A paper's agents differ most),
+most 80 steps: a task that rewards planning around the ghosts),
 regular_agent_data (on regular,
 distillation over dSSM-DETs pretrained on a playing agent's data instead
 of the random policy's: an A2C `behaviour` run of `behaviour_env_steps`
@@ -80,8 +80,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   task = TASKS[preset]
   # Runs of the other presets keep their names; `regular` and `hunt` run
   # the `minipacman` presets of every stage on their tasks.
-  stage_preset = ("minipacman" if preset.startswith("regular")
-                  or preset == "hunt" else preset)
+  stage_preset = ("minipacman" if preset in (
+      "regular", "regular_agent_data", "hunt") else preset)
   protocol = dict(env_id=f"MiniPacman-{task}-v0")
   grid = ml_collections.ConfigDict()
   grid.name = f"i2a_minipacman_{preset}"
