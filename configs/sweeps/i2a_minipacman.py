@@ -78,8 +78,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
                                "configs/sweeps/i2a_minipacman.py")
   tiny = preset == "tiny"
   task = TASKS[preset]
-  # Runs of the other presets keep their names; `regular` and `hunt` run
-  # the `minipacman` presets of every stage on their tasks.
+  # Runs of the other presets keep their names; `regular`,
+  # `regular_agent_data` and `hunt` run the `minipacman` presets of every
+  # stage on their tasks.
   stage_preset = ("minipacman" if preset in (
       "regular", "regular_agent_data", "hunt") else preset)
   protocol = dict(env_id=f"MiniPacman-{task}-v0")
