@@ -17,6 +17,10 @@ tau = 3, 16 environments) and times, at each precision side by side
                     bfloat16 copies of the weights, as an actor that pulls
                     its weights runs it under 'bf16' (envmodels/precision.py
                     WeightCopies; under fp32 it is the step above)
+  act (..., only the rollouts' rows in branches)  the same step as the
+                    actor ran it before its windows were split into row
+                    branches: one chain but for the imagination core's
+                    rows (a variant for side-by-side runs)
   act (one window)  the fused step of one window, as evaluation runs it
                     (i2a/run/evaluate.py), on the weights and (", bf16
                     weight copies") on their copies
@@ -27,9 +31,10 @@ tau = 3, 16 environments) and times, at each precision side by side
                     `apply` in place of the fused kernels
                     (envmodels/optimization.py `apply_updates`)
 `--branches 1,auto` builds the parts once per number of row branches
-(envmodels/branches.py: the rollouts' rows, and the learner's, as that
-many independent chains; `auto` is what the binaries run) and times them
-side by side.
+(envmodels/branches.py: the act's windows, and the learner's rollouts'
+rows, as that many independent chains; `auto` is what the binaries run,
+fewer where the work is small; a number is forced) and times them side
+by side.
 Prints a markdown table and writes benchmarks/results/profile_i2a.json.
 
   python benchmarks/profile_i2a.py [--precisions fp32,bf16] [--rounds 5]
@@ -40,6 +45,7 @@ Prints a markdown table and writes benchmarks/results/profile_i2a.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -122,6 +128,20 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
       network.read_weight_copies(copies if weight_copies else None)
       return call()
     return run
+  # pylint: disable=protected-access
+  def rows_only(windows: tf.Tensor, older: tf.Tensor, fresh: tf.Tensor
+                ) -> Any:
+    keys = network.imagination_core.window_keys(tf.shape(windows)[0])
+    return network._cached_act_rows(windows, older, fresh, keys)
+  rows_only_act = network.acting_call(rows_only)
+
+  def rows_only_cached_act() -> Any:
+    cache.advance(np.zeros(len(windows), bool))
+    logits, side, newest = rows_only_act(
+        *network._context_arguments(windows, cache))
+    cache.fill(newest.numpy())
+    return logits, side
+  # pylint: enable=protected-access
   learner = make_learner(learning.rmsprop(7e-4, 0.99, 1e-5))
   unfused = make_learner(SonnetApply(learning.rmsprop(7e-4, 0.99, 1e-5)))
   return {
@@ -134,6 +154,8 @@ def parts(tmpdir: str, row_name: str = "i2a_distillation/mspacman"
           lambda: cached_act(network, windows, cache), False),
       "act (fused, cached context, bf16 weight copies)": acting(
           lambda: cached_act(network, windows, cache), True),
+      "act (fused, cached context, bf16 weight copies, only the "
+      "rollouts' rows in branches)": acting(rows_only_cached_act, True),
       "act (one window)": acting(lambda: network.act(windows[:1], None),
                                  False),
       "act (one window, bf16 weight copies)": acting(
@@ -157,12 +179,14 @@ class SonnetApply:
     self.optimizer.apply(gradients, variables)
 
 
-def in_branches(calls: Dict[str, Callable[[], Any]], n: int
+def in_branches(calls: Dict[str, Callable[[], Any]], n: str
                 ) -> Dict[str, Callable[[], Any]]:
-  """The calls, each run (and so traced) with `n` row branches."""
+  """The calls, each run (and so traced) with `n` row branches (a number,
+  forced; 'auto': as the binaries run, no scope)."""
   def wrap(fn):
     def call():
-      with branches.scope(n):
+      with (contextlib.nullcontext() if n == "auto"
+            else branches.scope(int(n))):
         return fn()
     return call
   return {name: wrap(fn) for name, fn in calls.items()}
@@ -204,7 +228,9 @@ def main() -> None:
   threads = precision.set_threads(args.threads)  # before any TF op
   precisions = ([p for p in args.precisions.split(",") if p] or
                 list(dict.fromkeys(["fp32", precision.resolve("auto")])))
-  counts = branches.parse_counts(args.branches)
+  branches.parse_counts(args.branches)  # refuses what is not a count
+  counts = list(dict.fromkeys(c.strip() for c in args.branches.split(",")
+                              if c.strip()))
   # A variant: a precision and a number of branches (its own network).
   variants = [(p, b) for b in counts for p in precisions]
   labels = {v: v[0] if len(counts) == 1 else f"{v[0]}, {v[1]} branch(es)"

@@ -319,7 +319,8 @@ class ImaginationCore(snt.Module):
       row_count = (rows if observations.shape[0] is None  # a tensor
                    else observations.shape[0] * k)  # known when traced
       imaginations, rewards, logits = branches.split_rows(
-          self._rollouts, inputs, row_count)
+          self._rollouts, inputs, row_count,
+          row_work=int(np.prod(model.spec.observation_shape)))
     return Imagination(
         imaginations=imaginations,  # [B*K, tau, ...]
         rewards=rewards,  # [B*K, tau]

@@ -56,6 +56,7 @@ import sonnet as snt
 import tensorflow as tf
 
 import envmodels
+from envmodels import branches
 from agents import builder
 from agents.a2c.networks import ConvTorso, frames_on_channels
 from agents.base import ActorCriticNetwork, ContextEncodings, NetworkOutput
@@ -422,8 +423,10 @@ class I2ANetwork(ActorCriticNetwork):
     state (from the actor's cached encodings of the older context frames
     and the newest frame's, which fills `context`, where the actor keeps
     them), the K rollouts (or the window keys the learner will rerun them
-    from), the rollout encoder and the heads; the emulator oracle, which
-    reads the live environments, takes the two calls of the base class."""
+    from), the rollout encoder and the heads, in row branches of the
+    windows where they pay (envmodels/branches.py); the emulator oracle,
+    which reads the live environments, takes the two calls of the base
+    class."""
     if self.needs_env_states:
       return super().act(windows, envs)
     windows = np.asarray(windows)
@@ -437,26 +440,60 @@ class I2ANetwork(ActorCriticNetwork):
     else:
       if getattr(self, "_fused_act_fn", None) is None:
         # One compiled call per step, without tf.function's dispatch.
-        self._fused_act_fn = self.acting_call(self._fused_act)
+        self._fused_act_fn = self.acting_call(self._branched_act)
       logits, side = self._fused_act_fn(windows)
     return logits.numpy(), {name: value.numpy()
                             for name, value in side.items()}
 
-  def _fused_act(self, windows: tf.Tensor, model_state: Any = None
+  def _fused_act(self, windows: tf.Tensor, model_state: Any = None,
+                 keys: Optional[tf.Tensor] = None
                  ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """One chain of the act: (policy logits [B, A], side inputs); keys
+    int32 [B, 2]: the windows' noise keys (None: drawn here)."""
+    if keys is None:
+      keys = self.imagination_core.window_keys(tf.shape(windows)[0])
     if self.rollouts_from_actor:
-      side = self._rollout_side_inputs(windows, model_state)
+      side = self._rollout_side_inputs(windows, model_state, keys)
       return self(windows, side).policy_logits, side
-    side = {"rollout_keys": self.imagination_core.window_keys(
-        tf.shape(windows)[0])}
+    side = {"rollout_keys": keys}
     return self(windows, side, model_state=model_state).policy_logits, side
+
+  def _branched_act(self, windows: tf.Tensor
+                    ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """_fused_act over row branches of the windows (envmodels/branches.py:
+    where they pay), the noise keys drawn once for all of them."""
+    keys = self.imagination_core.window_keys(tf.shape(windows)[0])
+    return branches.split_rows(
+        lambda w, k, rows: self._fused_act(w, None, k), (windows, keys),
+        windows.shape[0], row_work=self._window_work)
 
   def _cached_act(self, windows: tf.Tensor, older: tf.Tensor,
                   fresh: tf.Tensor
                   ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor], tf.Tensor]:
+    """The act with the actor's cached context encodings, over row
+    branches of the windows (each branch all of the act: the initial
+    state, the rollouts, the encoder and the heads, one chain), the noise
+    keys drawn once for all of them: (logits, side inputs, the newest
+    frames' encodings)."""
+    keys = self.imagination_core.window_keys(tf.shape(windows)[0])
+    return branches.split_rows(self._cached_act_rows,
+                               (windows, older, fresh, keys),
+                               windows.shape[0], row_work=self._window_work)
+
+  def _cached_act_rows(self, windows: tf.Tensor, older: tf.Tensor,
+                       fresh: tf.Tensor, keys: tf.Tensor, rows: Any = None
+                       ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor], tf.Tensor]:
+    """One chain of `_cached_act`, for `rows` of its windows."""
+    del rows
     state, newest = self._cached_initial_state(windows, older, fresh)
-    logits, side = self._fused_act(windows, state)
+    logits, side = self._fused_act(windows, state, keys)
     return logits, side, newest
+
+  @property
+  def _window_work(self) -> int:
+    """The frame elements one window's act imagines (K rows of the
+    model's frames): the work measure of envmodels/branches.py."""
+    return self.num_rollouts * int(np.prod(self.model.spec.observation_shape))
 
   def _cached_side_inputs(self, windows: tf.Tensor, older: tf.Tensor,
                           fresh: tf.Tensor
@@ -472,12 +509,15 @@ class I2ANetwork(ActorCriticNetwork):
   def _model_rollouts(self, windows: tf.Tensor) -> Dict[str, tf.Tensor]:
     return self._rollout_side_inputs(windows)
 
-  def _rollout_side_inputs(self, windows: tf.Tensor, model_state: Any = None
+  def _rollout_side_inputs(self, windows: tf.Tensor, model_state: Any = None,
+                           keys: Optional[tf.Tensor] = None
                            ) -> Dict[str, tf.Tensor]:
     """The stored rollouts of `windows` (from `model_state`, or from the
-    model's initial state of their context frames)."""
+    model's initial state of their context frames; from noise `keys` [B, 2],
+    or fresh ones)."""
     return imagination_lib.to_side_inputs(
-        self.imagination_core(self.model_context(windows), model_state),
+        self.imagination_core(self.model_context(windows), model_state,
+                              keys),
         self.num_rollouts,
         with_initial_features=self.rollout_policy.needs_initial_features,
         stored_features=self.stored_features)

@@ -387,6 +387,44 @@ def test_row_branches_give_the_rollouts_of_one_chain(exports, strategy,
                                  atol=1e-6, err_msg=f"{field}, {n} branches")
 
 
+@pytest.mark.parametrize("export,overrides", [
+    ("det", dict(rollout_policy="distillation")),  # stored rollouts
+    ("sssm", dict(rollout_policy="random", learner_rollouts="recompute"))])
+def test_the_act_in_window_branches_acts_as_one_chain(exports, export,
+                                                      overrides):
+  """The fused act over 2 and 3 row branches of its 5 windows (each
+  branch all of the act) draws the windows' noise keys once, as one chain
+  does, and gives one chain's logits and side inputs, with and without
+  the actor's cache of context encodings."""
+  from agents.acting import random_generators  # pylint: disable=import-outside-toplevel
+  network = make(load(exports, export), depth=2, **overrides)
+  builder.create_variables(network, FRAME)
+  generators = random_generators(network)
+  start = [generator.state.numpy() for generator in generators]
+  windows = np.random.RandomState(6).randint(
+      0, 256, (5, len(network.window_offsets)) + FRAME).astype(np.uint8)
+  results = {}
+  for n in (1, 2, 3):
+    for cached in (False, True):
+      for generator, value in zip(generators, start):
+        generator.state.assign(value)
+      network._fused_act_fn = network._cached_act_fn = None  # pylint: disable=protected-access
+      context = network.context_cache(windows) if cached else None
+      with branches.scope(n):
+        results[n, cached] = network.act(windows, None, context)
+  for key, (logits, side) in results.items():
+    one_logits, one_side = results[1, key[1]]
+    np.testing.assert_allclose(logits, one_logits, rtol=1e-5, atol=1e-6,
+                               err_msg=str(key))
+    assert sorted(side) == sorted(one_side)
+    for name, value in side.items():
+      if value.dtype.kind == "f":
+        np.testing.assert_allclose(value, one_side[name], rtol=1e-5,
+                                   atol=1e-6, err_msg=f"{name} {key}")
+      else:
+        np.testing.assert_array_equal(value, one_side[name], err_msg=name)
+
+
 def test_pi_r_chooses_every_step_but_the_fixed_first_one(exports):
   for fix_first_action, queried in ((True, 1), (False, 2)):
     network = make(load(exports), rollout_policy="learning_to_query",

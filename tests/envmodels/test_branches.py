@@ -26,6 +26,32 @@ def test_row_sizes_split_static_rows_only():
     branches.parse_counts("1,two")
 
 
+def test_inferred_branches_are_dropped_where_their_work_is_small(
+    monkeypatch):
+  """The number inferred from the thread pools keeps only branches that
+  imagine MIN_BRANCH_WORK frame elements each; a number given (a scope,
+  the environment variable, `n`) is taken as it is."""
+  monkeypatch.delenv(branches.ENV, raising=False)
+  monkeypatch.setattr(branches, "branches", lambda: 4)  # inferred: 4
+  assert not branches.given()
+  mspacman, paper, minipacman = 104 * 80 * 3, 200 * 160 * 3, 16 * 24 * 3
+  # 16 windows x K = 5 rows of MsPacman: 2.0M elements, 3 branches' worth.
+  assert branches.row_sizes(80, row_work=mspacman) == [27, 27, 26]
+  assert branches.row_sizes(16, row_work=5 * mspacman) == [6, 5, 5]
+  assert branches.row_sizes(5, row_work=paper) is None  # one window: 0.5M
+  assert branches.row_sizes(80, row_work=minipacman) is None  # 92k
+  assert branches.row_sizes(80) == [20, 20, 20, 20]  # no work given
+  assert branches.row_sizes(80, 2, row_work=minipacman) == [40, 40]
+  monkeypatch.undo()  # branches() as it is: a scope's, the variable's
+  monkeypatch.delenv(branches.ENV, raising=False)
+  with branches.scope(2):
+    assert branches.given()
+    assert branches.row_sizes(80, row_work=minipacman) == [40, 40]
+  monkeypatch.setenv(branches.ENV, "2")
+  assert branches.given()
+  assert branches.row_sizes(5, row_work=paper) == [3, 2]
+
+
 def test_the_environment_variable_sets_the_branches(monkeypatch):
   monkeypatch.setenv(branches.ENV, "3")
   assert branches.branches() == 3
