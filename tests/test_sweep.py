@@ -646,37 +646,40 @@ def test_the_agent_data_grid_collects_with_a_playing_agent(tmp_path):
       "behaviour", "distill_dssm_det"]
 
 
+@pytest.mark.parametrize("section,field,preset_value,value", [
+    ("optimizer", "learning_rate", 2e-3, 7e-4),
+    ("loss", "entropy_coef", 0.03, 0.1)])
 def test_an_unset_grid_field_overrides_nothing_and_a_set_one_every_agent(
-    tmp_path):
-  """grid.learning_rate: unset, every agent keeps its preset's rate and
-  its recorded overrides name none; set, every agent but the behaviour
-  run (the data's agent) trains at it, and nothing else changes."""
+    tmp_path, section, field, preset_value, value):
+  """grid.learning_rate, grid.entropy_coef: unset, every agent keeps its
+  preset's value and its recorded overrides name none; set, every agent
+  but the behaviour run (the data's agent) trains with it, and nothing
+  else changes."""
   assert sweeping._without_unset(
       dict(a=None, b=1, c=dict(d=None), e=dict(f=None, g=2))) == dict(
           b=1, e=dict(g=2))
   for preset in ("regular", "regular_agent_data"):
     grid = sweeping.load_grid(f"configs/sweeps/i2a_minipacman.py:{preset}")
     unset = sweeping.make_plan(grid, str(tmp_path))
-    grid.learning_rate = 7e-4
-    lowered = sweeping.make_plan(grid, str(tmp_path))
+    setattr(grid, field, value)
+    changed = sweeping.make_plan(grid, str(tmp_path))
     for job in unset.jobs:
-      other = lowered.job(job.id)
+      other = changed.job(job.id)
       if job.stage != "train":
         assert other.config == job.config, job.id
         continue
-      assert job.config["optimizer"]["learning_rate"] == 2e-3
-      assert "optimizer" not in job.overrides
+      assert job.config[section][field] == preset_value
+      assert section not in job.overrides
       if job.name == "behaviour":
         assert other.config == job.config
         continue
-      assert other.config["optimizer"]["learning_rate"] == 7e-4
-      assert other.overrides["optimizer"] == dict(learning_rate=7e-4)
-      assert (dict(other.config, optimizer=None)
-              == dict(job.config, optimizer=None)), job.id
-      assert ({k: v for k, v in other.config["optimizer"].items()
-               if k != "learning_rate"} ==
-              {k: v for k, v in job.config["optimizer"].items()
-               if k != "learning_rate"})
+      assert other.config[section][field] == value
+      assert other.overrides[section] == {field: value}
+      assert (dict(other.config, **{section: None})
+              == dict(job.config, **{section: None})), job.id
+      assert ({k: v for k, v in other.config[section].items()
+               if k != field} ==
+              {k: v for k, v in job.config[section].items() if k != field})
 
 
 # -- Running -------------------------------------------------------------------

@@ -4,7 +4,7 @@ model and imagination?
 
   python -m i2a.sweep --grid=configs/sweeps/i2a_minipacman.py[:regular] \
       --workdir=sweeps/i2a_minipacman[_regular] [--grid.env_steps=2000000] \
-      [--grid.learning_rate=7e-4]
+      [--grid.learning_rate=7e-4] [--grid.entropy_coef=0.1]
 
 One random-policy dataset of the preset's MiniPacman task; a dSSM-DET, an sSSM and an
 action-free sSSM pretrained on it per seed (model seed s for agent seed s:
@@ -29,10 +29,10 @@ budget (KL to the prior 1e-4 nats per step; docs/results.md), an sSSM and
 an action-free sSSM trained with FREE_NATS free nats per step (their names
 end in `_free_nats`) and the two agents over them:
   distill_sssm_free_nats, imagination_prior_free_nats
-`learning_rate`, unset by default, sets every agent's learning rate in
-place of its preset's (not the `behaviour` run's, whose data the models
-learn from); give the grid a sweep directory of its own, as for another
-`env_steps`. Estimated compute on 2 CPU cores: docs/experiments.md.
+`learning_rate` and `entropy_coef`, unset by default, set every agent's
+learning rate and entropy cost in place of its preset's (not the
+`behaviour` run's, whose data the models learn from); give the grid a
+sweep directory of its own, as for another `env_steps`. Estimated compute on 2 CPU cores: docs/experiments.md.
 
 Presets: minipacman (the experiment on MiniPacman-avoid), regular (the
 same grid on MiniPacman-regular: on avoid every agent, the emulator oracle
@@ -88,8 +88,9 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   grid.name = f"i2a_minipacman_{preset}"
   grid.seeds = (0,) if tiny else (0, 1, 2)
   grid.env_steps = 36 if tiny else 1_000_000  # every agent, every seed
-  # Every agent's learning rate; unset: each agent preset's own.
+  # Every agent's learning rate and entropy cost; unset: each preset's own.
   grid.learning_rate = config_dict.placeholder(float)
+  grid.entropy_coef = config_dict.placeholder(float)
   grid.pretrain_steps = 4 if tiny else 5_000
   grid.collect = (dict(
       name="random", config=f"configs/collect.py:{stage_preset}",
@@ -109,7 +110,8 @@ def get_config(preset: str = "") -> ml_collections.ConfigDict:
   def agent(name, config, envmodel="", **network):
     overrides = dict(env_steps=grid.get_ref("env_steps"), protocol=protocol,
                      optimizer=dict(learning_rate=grid.get_ref(
-                         "learning_rate")))
+                         "learning_rate")),
+                     loss=dict(entropy_coef=grid.get_ref("entropy_coef")))
     if network:
       overrides["network"] = network
     return dict(name=name, config=f"{config}:{stage_preset}",
@@ -166,6 +168,7 @@ def _agent_data_grid(grid: ml_collections.ConfigDict, protocol: dict,
   behaviour["seeds"] = (0,)
   behaviour["overrides"]["env_steps"] = grid.get_ref("behaviour_env_steps")
   del behaviour["overrides"]["optimizer"]  # the data's agent as before
+  del behaviour["overrides"]["loss"]
   grid.train = (behaviour,
                 agent("distill_dssm_det", I2A, "pretrain/dssm_det"))
   grid.evaluate = dict(episodes=100)
