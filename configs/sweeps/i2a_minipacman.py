@@ -32,7 +32,8 @@ end in `_free_nats`) and the two agents over them:
 `learning_rate` and `entropy_coef`, unset by default, set every agent's
 learning rate and entropy cost in place of its preset's (not the
 `behaviour` run's, whose data the models learn from); give the grid a
-sweep directory of its own, as for another `env_steps`. Estimated compute on 2 CPU cores: docs/experiments.md.
+sweep directory of its own, as for another `env_steps`. Estimated compute
+on 2 CPU cores: docs/experiments.md.
 
 Presets: minipacman (the experiment on MiniPacman-avoid), regular (the
 same grid on MiniPacman-regular: on avoid every agent, the emulator oracle
