@@ -458,27 +458,30 @@ class I2ANetwork(ActorCriticNetwork):
     side = {"rollout_keys": keys}
     return self(windows, side, model_state=model_state).policy_logits, side
 
-  def _branched_act(self, windows: tf.Tensor
-                    ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-    """_fused_act over row branches of the windows (envmodels/branches.py:
-    where they pay), the noise keys drawn once for all of them."""
+  def _in_window_branches(self, chain: Any, windows: tf.Tensor,
+                          *per_window: tf.Tensor) -> Any:
+    """chain(windows, *per_window, keys, rows=...) over row branches of the
+    windows (envmodels/branches.py: where they pay; each branch all of the
+    act, one chain), the noise keys [B, 2] drawn once for all of them."""
     keys = self.imagination_core.window_keys(tf.shape(windows)[0])
     return branches.split_rows(
-        lambda w, k, rows: self._fused_act(w, None, k), (windows, keys),
-        windows.shape[0], row_work=self._window_work)
+        chain, (windows, *per_window, keys), windows.shape[0],
+        row_work=self.num_rollouts *
+        int(np.prod(self.model.spec.observation_shape)))  # K rows a window
+
+  def _branched_act(self, windows: tf.Tensor
+                    ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """_fused_act in row branches of the windows."""
+    return self._in_window_branches(
+        lambda w, k, rows: self._fused_act(w, None, k), windows)
 
   def _cached_act(self, windows: tf.Tensor, older: tf.Tensor,
                   fresh: tf.Tensor
                   ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor], tf.Tensor]:
-    """The act with the actor's cached context encodings, over row
-    branches of the windows (each branch all of the act: the initial
-    state, the rollouts, the encoder and the heads, one chain), the noise
-    keys drawn once for all of them: (logits, side inputs, the newest
-    frames' encodings)."""
-    keys = self.imagination_core.window_keys(tf.shape(windows)[0])
-    return branches.split_rows(self._cached_act_rows,
-                               (windows, older, fresh, keys),
-                               windows.shape[0], row_work=self._window_work)
+    """The act with the actor's cached context encodings, in row branches
+    of the windows: (logits, side inputs, the newest frames' encodings)."""
+    return self._in_window_branches(self._cached_act_rows, windows, older,
+                                    fresh)
 
   def _cached_act_rows(self, windows: tf.Tensor, older: tf.Tensor,
                        fresh: tf.Tensor, keys: tf.Tensor, rows: Any = None
@@ -488,12 +491,6 @@ class I2ANetwork(ActorCriticNetwork):
     state, newest = self._cached_initial_state(windows, older, fresh)
     logits, side = self._fused_act(windows, state, keys)
     return logits, side, newest
-
-  @property
-  def _window_work(self) -> int:
-    """The frame elements one window's act imagines (K rows of the
-    model's frames): the work measure of envmodels/branches.py."""
-    return self.num_rollouts * int(np.prod(self.model.spec.observation_shape))
 
   def _cached_side_inputs(self, windows: tf.Tensor, older: tf.Tensor,
                           fresh: tf.Tensor
