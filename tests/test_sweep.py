@@ -308,6 +308,8 @@ def test_the_report_compares_every_configuration_with_the_first(tmp_path):
   assert (training["mean"], training["half_width"]) == (0.0, 0.0)
   assert not training["separated"]
   text = reporting.markdown(dict(results, pictures={}))
+  assert ("| oracle | training return (last 10%) | +0.00 (n=3, 3; every "
+          "seed the same value on each side: no spread) | no |") in text
   assert "Against a2c: each configuration's mean minus a2c's" in text
   assert (f"| oracle | evaluation return (last 10%) | "
           f"{expected.format()} | yes |") in text

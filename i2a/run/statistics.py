@@ -140,6 +140,11 @@ class Difference:
   def format(self, spec: str = ".2f") -> str:
     if self.half_width is None:
       return f"{self.mean:+{spec}} (n={self.n_a}, {self.n_b}: no interval)"
+    if self.half_width == 0.0:
+      # Both groups constant (every seed the same value, e.g. agents that
+      # all stand still): the interval is the point, say why.
+      return (f"{self.mean:+{spec}} (n={self.n_a}, {self.n_b}; every seed "
+              "the same value on each side: no spread)")
     return (f"{self.mean:+{spec}} ± {self.half_width:{spec}} "
             f"[{self.low:{spec}}, {self.high:{spec}}] (n={self.n_a}, "
             f"{self.n_b}; df={self.df:.1f})")
