@@ -25,7 +25,6 @@ over 3 seeds cannot. It tests nothing; the sweep report's intervals do.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import re
 import sys
@@ -36,7 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
-from i2a import io_utils  # pylint: disable=g-import-not-at-top
+from i2a import io_utils, metrics  # pylint: disable=g-import-not-at-top
 
 _SEED = re.compile(r"seed(\d+)$")
 
@@ -44,19 +43,16 @@ _SEED = re.compile(r"seed(\d+)$")
 def read_episodes(path: str) -> Dict[str, np.ndarray]:
   """episodes.csv -> {'env_steps': int64 [E], 'episode_return': [E]}, in
   the order the run logged them."""
-  steps, returns = [], []
-  with open(path, newline="") as f:
-    reader = csv.DictReader(f)
-    missing = {"env_steps", "episode_return"} - set(reader.fieldnames or ())
-    if missing:
-      raise ValueError(f"{path}: expected the columns env_steps and "
-                       f"episode_return (i2a/run/train.py's episodes.csv), "
-                       f"missing {sorted(missing)}.")
-    for row in reader:
-      steps.append(int(row["env_steps"]))
-      returns.append(float(row["episode_return"]))
-  return dict(env_steps=np.asarray(steps, np.int64),
-              episode_return=np.asarray(returns, np.float64))
+  rows = metrics.CsvLog(path, one_per_step=False).rows()
+  missing = {"env_steps", "episode_return"} - set(rows[0]) if rows else ()
+  if missing:
+    raise ValueError(f"{path}: expected the columns env_steps and "
+                     f"episode_return (i2a/run/train.py's episodes.csv), "
+                     f"missing {sorted(missing)}.")
+  return dict(
+      env_steps=np.asarray([int(r["env_steps"]) for r in rows], np.int64),
+      episode_return=np.asarray([float(r["episode_return"]) for r in rows],
+                                np.float64))
 
 
 def bin_means(env_steps: np.ndarray, returns: np.ndarray, bin_size: int
@@ -114,7 +110,7 @@ def describe(sweep_dir: str, configs: Optional[Sequence[str]],
   rows = []
   for config in configs or known:
     for seed_dir in seeds_of(sweep_dir, config):
-      path = os.path.join(seed_dir, "episodes.csv")
+      path = os.path.join(seed_dir, metrics.EPISODES)
       if not os.path.exists(path):
         continue
       episodes = read_episodes(path)
